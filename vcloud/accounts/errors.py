@@ -1,0 +1,13 @@
+from __future__ import annotations
+
+
+class AccountError(Exception):
+    """Base of account errors."""
+
+
+class KeyNotFound(AccountError):
+    pass
+
+
+class AmbiguousKey(AccountError):
+    pass

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+admin.site.site_header = "vcloud administration"
+admin.site.site_title = "vcloud admin"
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("", include("vcloud.accounts.urls")),
+]
