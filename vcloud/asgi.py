@@ -21,6 +21,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from proxy_app.asgi import handle as proxy_handle  # noqa: E402
+from proxy_app.routes import is_proxy_path  # noqa: E402
 from vcloud.lifespan import lifespan  # noqa: E402
 from vcloud.routing import websocket_urlpatterns  # noqa: E402
 
@@ -35,7 +37,10 @@ router = ProtocolTypeRouter(
 
 
 async def application(scope, receive, send):  # type: ignore[no-untyped-def]
-    if scope["type"] == "lifespan":
+    kind = scope["type"]
+    if kind == "http" and is_proxy_path(scope["path"]):
+        await proxy_handle(scope, receive, send)
+    elif kind == "lifespan":
         await lifespan(scope, receive, send)
     else:
         await router(scope, receive, send)

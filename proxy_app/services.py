@@ -1,0 +1,267 @@
+"""The proxy's database side: conversations and the batched record of exchanges.
+
+Everything here is sync and runs off the event loop (``proxy_app.db``). The hot
+path never waits for ``records_persist``: the background writer calls it with a
+batch of records every fraction of a second.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from memory_app.models import Conversation, Turn
+from telemetry_app.models import Component, LLMCall, RequestLog
+from telemetry_app.pricing import call_cost, price_lookup
+from vcloud.accounts.models import VCKey
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class TurnRecord:
+    position: int
+    role: str
+    item: dict[str, Any]
+    text: str
+    content_hash: str
+    token_count: int = 0
+
+
+@dataclass(slots=True)
+class ExchangeRecord:
+    """What one proxied request leaves behind, written in a batch later."""
+
+    request_id: str
+    account_id: int
+    key_id: int
+    conversation_id: int | None
+    format: str
+    provider: str
+    path: str
+    model: str
+    stream: bool
+    status: int
+    created_at: datetime
+    turns: list[TurnRecord] = field(default_factory=list)
+    replaced_from: int | None = None  # stored turns from here on were edited by the client
+    turn_count: int = 0  # active turns of the conversation after this exchange
+    client_tokens: int = 0
+    upstream_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    cost: Decimal = Decimal(0)
+    priced: bool = False
+    overhead_ms: float = 0.0
+    upstream_ms: float = 0.0
+    passthrough: bool = False
+    ledger: bool = True  # an LLM call (not count_tokens or a model list)
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRow:
+    id: int
+    hashes: list[str]
+
+
+def conversation_hashes(conversation_id: int) -> list[str]:
+    return list(
+        Turn.objects.filter(conversation_id=conversation_id, replaced=False)
+        .order_by("position")
+        .values_list("content_hash", flat=True)
+    )
+
+
+def conversation_find(*, account_id: int, conversation_id: int) -> ConversationRow | None:
+    exists = Conversation.objects.filter(pk=conversation_id, account_id=account_id).exists()
+    return (
+        ConversationRow(conversation_id, conversation_hashes(conversation_id)) if exists else None
+    )
+
+
+def conversation_for_session(
+    *, account_id: int, key_id: int, session_id: str, format: str, model: str
+) -> ConversationRow:
+    """The conversation of (account, client session id), created on first sight."""
+    found = (
+        Conversation.objects.filter(account_id=account_id, session_id=session_id)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if found is not None:
+        return ConversationRow(found, conversation_hashes(found))
+    conversation = Conversation.objects.create(
+        account_id=account_id,
+        vckey_id=key_id,
+        session_id=session_id,
+        format=format,
+        model=model,
+        title=session_id[:200],
+    )
+    return ConversationRow(conversation.pk, [])
+
+
+def conversation_for_fingerprint(
+    *,
+    account_id: int,
+    key_id: int,
+    fingerprint: str,
+    format: str,
+    model: str,
+    title: str,
+    reuse: bool,
+) -> ConversationRow:
+    """The newest conversation with this opening (when ``reuse``), else a new one."""
+    if reuse:
+        found = (
+            Conversation.objects.filter(account_id=account_id, fingerprint=fingerprint)
+            .order_by("-pk")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if found is not None:
+            return ConversationRow(found, conversation_hashes(found))
+    conversation = Conversation.objects.create(
+        account_id=account_id,
+        vckey_id=key_id,
+        fingerprint=fingerprint,
+        format=format,
+        model=model,
+        title=title[:200],
+    )
+    return ConversationRow(conversation.pk, [])
+
+
+@transaction.atomic
+def records_persist(records: list[ExchangeRecord]) -> None:
+    """Write a batch: turns, request log, ledger, counters. Idempotent per request id."""
+    done = set(
+        RequestLog.objects.filter(request_id__in=[r.request_id for r in records]).values_list(
+            "request_id", flat=True
+        )
+    )
+    records = [r for r in records if r.request_id not in done]
+    if not records:
+        return
+    for record in records:
+        _price(record)
+    _turns_persist(records)
+    RequestLog.objects.bulk_create([_request_row(r) for r in records])
+    LLMCall.objects.bulk_create([_ledger_row(r) for r in records if r.ledger and r.status])
+    _counters_update(records)
+
+
+def _price(record: ExchangeRecord) -> None:
+    price = price_lookup(record.model) if record.model else None
+    record.priced = price is not None
+    record.cost = call_cost(
+        price,
+        input_tokens=record.upstream_tokens,
+        output_tokens=record.output_tokens,
+        cache_read_tokens=record.cached_tokens,
+        cache_write_tokens=record.cache_write_tokens,
+    )
+
+
+def _turns_persist(records: list[ExchangeRecord]) -> None:
+    rows: list[Turn] = []
+    for record in records:
+        if record.conversation_id is None:
+            continue
+        if record.replaced_from is not None:
+            Turn.objects.filter(
+                conversation_id=record.conversation_id,
+                position__gte=record.replaced_from,
+                replaced=False,
+            ).update(replaced=True)
+        rows.extend(
+            Turn(
+                conversation_id=record.conversation_id,
+                position=t.position,
+                role=t.role,
+                content=t.item,
+                text=t.text,
+                content_hash=t.content_hash,
+                token_count=t.token_count,
+                session_date=record.created_at.date(),
+            )
+            for t in record.turns
+        )
+    Turn.objects.bulk_create(rows, batch_size=500)
+
+
+def _request_row(r: ExchangeRecord) -> RequestLog:
+    return RequestLog(
+        account_id=r.account_id,
+        vckey_id=r.key_id,
+        conversation_id=r.conversation_id,
+        request_id=r.request_id,
+        format=r.format,
+        path=r.path[:300],
+        model=r.model[:200],
+        stream=r.stream,
+        status=r.status,
+        client_tokens=r.client_tokens,
+        upstream_tokens=r.upstream_tokens,
+        cached_tokens=r.cached_tokens,
+        output_tokens=r.output_tokens,
+        cost=r.cost,
+        overhead_ms=r.overhead_ms,
+        upstream_ms=r.upstream_ms,
+        passthrough=r.passthrough,
+        error=r.error,
+        created_at=r.created_at,
+    )
+
+
+def _ledger_row(r: ExchangeRecord) -> LLMCall:
+    return LLMCall(
+        account_id=r.account_id,
+        conversation_id=r.conversation_id,
+        request_id=r.request_id,
+        component=Component.PROXY_UPSTREAM,
+        provider=r.provider,
+        model=r.model[:200],
+        input_tokens=r.upstream_tokens,
+        cached_tokens=r.cached_tokens,
+        cache_write_tokens=r.cache_write_tokens,
+        output_tokens=r.output_tokens,
+        cost=r.cost,
+        priced=r.priced,
+        duration_ms=r.upstream_ms,
+        created_at=r.created_at,
+    )
+
+
+def _counters_update(records: list[ExchangeRecord]) -> None:
+    keys: dict[int, list[ExchangeRecord]] = defaultdict(list)
+    conversations: dict[int, list[ExchangeRecord]] = defaultdict(list)
+    for record in records:
+        keys[record.key_id].append(record)
+        if record.conversation_id is not None:
+            conversations[record.conversation_id].append(record)
+    for key_id, rows in keys.items():
+        VCKey.objects.filter(pk=key_id).update(
+            request_count=F("request_count") + len(rows),
+            last_used_at=max(r.created_at for r in rows),
+        )
+    for conversation_id, rows in conversations.items():
+        Conversation.objects.filter(pk=conversation_id).update(
+            request_count=F("request_count") + len(rows),
+            client_tokens=F("client_tokens") + sum(r.client_tokens for r in rows),
+            upstream_tokens=F("upstream_tokens") + sum(r.upstream_tokens for r in rows),
+            turn_count=max(r.turn_count for r in rows),
+            model=rows[-1].model[:200],
+            updated_at=timezone.now(),
+        )

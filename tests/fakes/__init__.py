@@ -1,0 +1,1 @@
+"""Fakes standing in for the outside world in tests (upstream LLM providers)."""
