@@ -12,8 +12,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
-
+from proxy_app.db import db_call
 from vcloud.accounts.models import VCKey
 from vcloud.accounts.services import vckey_hash
 
@@ -31,15 +30,15 @@ class ResolvedKey:
     upstreams: dict[str, str]
 
 
-_cache: dict[str, ResolvedKey | None] = {}  # key hash → resolved key (None: unknown)
+# raw key → resolved key. Keyed by the raw key so a hit needs no hashing; the
+# raw keys live only in this process's memory, as they do while a request runs.
+_cache: dict[str, ResolvedKey] = {}
 _MAX_ENTRIES = 100_000
 
 
 def key_cache_invalidate(key_hash: str | None = None) -> None:
-    if key_hash is None:
-        _cache.clear()
-    else:
-        _cache.pop(key_hash, None)
+    """Forget cached keys (all of them: revocations are rare, misses are cheap)."""
+    _cache.clear()
 
 
 def _lookup(key_hash: str) -> ResolvedKey | None:
@@ -64,17 +63,16 @@ def _lookup(key_hash: str) -> ResolvedKey | None:
 
 async def key_resolve(raw: str) -> ResolvedKey | None:
     """The active key for a raw vckey, or None. Unknown keys are not cached."""
-    if not raw or len(raw) > 200:
-        return None
-    digest = vckey_hash(raw)
-    hit = _cache.get(digest)
+    hit = _cache.get(raw)
     if hit is not None:
         return hit
-    resolved = await sync_to_async(_lookup, thread_sensitive=False)(digest)
+    if not raw or len(raw) > 200:
+        return None
+    resolved = await db_call(_lookup, vckey_hash(raw))
     if resolved is not None:
         if len(_cache) >= _MAX_ENTRIES:
             _cache.clear()
-        _cache[digest] = resolved
+        _cache[raw] = resolved
     return resolved
 
 
@@ -94,7 +92,7 @@ async def key_cache_watch(interval: float = 0.5) -> None:
     stamp = None
     while True:
         try:
-            current = await sync_to_async(_revocation_stamp, thread_sensitive=False)()
+            current = await db_call(_revocation_stamp)
             if stamp is not None and current != stamp:
                 key_cache_invalidate()
             stamp = current

@@ -19,6 +19,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from memory_app.models import Conversation, Turn
+from proxy_app.bulk import bulk_insert
 from telemetry_app.models import Component, LLMCall, RequestLog
 from telemetry_app.pricing import call_cost, price_lookup
 from vcloud.accounts.models import VCKey
@@ -157,8 +158,8 @@ def records_persist(records: list[ExchangeRecord]) -> None:
     for record in records:
         _price(record)
     _turns_persist(records)
-    RequestLog.objects.bulk_create([_request_row(r) for r in records])
-    LLMCall.objects.bulk_create([_ledger_row(r) for r in records if r.ledger and r.status])
+    bulk_insert(RequestLog, [_request_row(r) for r in records])
+    bulk_insert(LLMCall, [_ledger_row(r) for r in records if r.ledger and r.status])
     _counters_update(records)
 
 
@@ -175,73 +176,88 @@ def _price(record: ExchangeRecord) -> None:
 
 
 def _turns_persist(records: list[ExchangeRecord]) -> None:
-    rows: list[Turn] = []
+    """Insert new turns; mark edited ones replaced, in request order, with one
+    UPDATE per conversation for rows stored before this batch."""
+    rows: list[dict[str, Any]] = []
+    first_replaced: dict[int, int] = {}  # conversation → lowest replaced position
+    # Rows of this batch still active, per conversation, in position order.
+    active: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
-        if record.conversation_id is None:
+        conversation_id = record.conversation_id
+        if conversation_id is None:
             continue
+        stack = active[conversation_id]
         if record.replaced_from is not None:
-            Turn.objects.filter(
-                conversation_id=record.conversation_id,
-                position__gte=record.replaced_from,
-                replaced=False,
-            ).update(replaced=True)
-        rows.extend(
-            Turn(
-                conversation_id=record.conversation_id,
-                position=t.position,
-                role=t.role,
-                content=t.item,
-                text=t.text,
-                content_hash=t.content_hash,
-                token_count=t.token_count,
-                session_date=record.created_at.date(),
-            )
+            cut = record.replaced_from
+            first_replaced[conversation_id] = min(cut, first_replaced.get(conversation_id, cut))
+            while stack and stack[-1]["position"] >= cut:
+                stack.pop()["replaced"] = True
+        day = record.created_at.date()
+        new = [
+            {
+                "conversation_id": conversation_id,
+                "position": t.position,
+                "role": t.role,
+                "content": t.item,
+                "text": t.text,
+                "content_hash": t.content_hash,
+                "token_count": t.token_count,
+                "session_date": day,
+                "replaced": False,
+                "created_at": record.created_at,
+            }
             for t in record.turns
-        )
-    Turn.objects.bulk_create(rows, batch_size=500)
+        ]
+        stack.extend(new)
+        rows.extend(new)
+    for conversation_id, cut in first_replaced.items():
+        Turn.objects.filter(
+            conversation_id=conversation_id, position__gte=cut, replaced=False
+        ).update(replaced=True)
+    bulk_insert(Turn, rows)
 
 
-def _request_row(r: ExchangeRecord) -> RequestLog:
-    return RequestLog(
-        account_id=r.account_id,
-        vckey_id=r.key_id,
-        conversation_id=r.conversation_id,
-        request_id=r.request_id,
-        format=r.format,
-        path=r.path[:300],
-        model=r.model[:200],
-        stream=r.stream,
-        status=r.status,
-        client_tokens=r.client_tokens,
-        upstream_tokens=r.upstream_tokens,
-        cached_tokens=r.cached_tokens,
-        output_tokens=r.output_tokens,
-        cost=r.cost,
-        overhead_ms=r.overhead_ms,
-        upstream_ms=r.upstream_ms,
-        passthrough=r.passthrough,
-        error=r.error,
-        created_at=r.created_at,
-    )
+def _request_row(r: ExchangeRecord) -> dict[str, Any]:
+    return {
+        "account_id": r.account_id,
+        "vckey_id": r.key_id,
+        "conversation_id": r.conversation_id,
+        "request_id": r.request_id,
+        "format": r.format,
+        "path": r.path[:300],
+        "model": r.model[:200],
+        "stream": r.stream,
+        "status": r.status,
+        "client_tokens": r.client_tokens,
+        "upstream_tokens": r.upstream_tokens,
+        "cached_tokens": r.cached_tokens,
+        "output_tokens": r.output_tokens,
+        "cost": r.cost,
+        "overhead_ms": r.overhead_ms,
+        "upstream_ms": r.upstream_ms,
+        "passthrough": r.passthrough,
+        "error": r.error,
+        "created_at": r.created_at,
+    }
 
 
-def _ledger_row(r: ExchangeRecord) -> LLMCall:
-    return LLMCall(
-        account_id=r.account_id,
-        conversation_id=r.conversation_id,
-        request_id=r.request_id,
-        component=Component.PROXY_UPSTREAM,
-        provider=r.provider,
-        model=r.model[:200],
-        input_tokens=r.upstream_tokens,
-        cached_tokens=r.cached_tokens,
-        cache_write_tokens=r.cache_write_tokens,
-        output_tokens=r.output_tokens,
-        cost=r.cost,
-        priced=r.priced,
-        duration_ms=r.upstream_ms,
-        created_at=r.created_at,
-    )
+def _ledger_row(r: ExchangeRecord) -> dict[str, Any]:
+    return {
+        "account_id": r.account_id,
+        "conversation_id": r.conversation_id,
+        "request_id": r.request_id,
+        "component": Component.PROXY_UPSTREAM.value,
+        "provider": r.provider,
+        "model": r.model[:200],
+        "input_tokens": r.upstream_tokens,
+        "cached_tokens": r.cached_tokens,
+        "cache_write_tokens": r.cache_write_tokens,
+        "output_tokens": r.output_tokens,
+        "cost": r.cost,
+        "priced": r.priced,
+        "duration_ms": r.upstream_ms,
+        "created_at": r.created_at,
+    }
 
 
 def _counters_update(records: list[ExchangeRecord]) -> None:

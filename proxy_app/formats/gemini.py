@@ -8,12 +8,14 @@ Implements the adapter contract of ``types.py``:
   "user", "assistant" for ``model``, "tool" for the legacy ``function`` role; a user
   content holding ``functionResponse`` parts stays "user" with ``tool_result_ids``).
   Field names are read in camelCase or snake_case, as the API accepts both.
-  Function calls without an ``id`` get ``"{name}#{n}"`` (``n``: ordinal of the call in
-  the request's contents); a ``functionResponse`` without ``id`` takes the id of the
-  earliest unanswered call of the same name. Markers are stripped from the model's
-  (non-thought) text parts; a part left empty is dropped, and a model content left
-  with no parts (one that only held a marker) is not a turn at all (Gemini rejects
-  empty text parts). ``Exchange.system`` is the text of ``systemInstruction``.
+  Function calls without an ``id`` get ``"{name}#{k}"`` (``k``: ordinal of the call
+  among the calls of that name in its own content, so the id, and the turn's hash,
+  are the same whether the turn is parsed in a request or alone from a reply); a
+  ``functionResponse`` without ``id`` takes the id of the earliest unanswered call of
+  the same name in the latest model content with calls. Markers are stripped from
+  the model's (non-thought) text parts; a part left empty is dropped, and a model
+  content left with no parts (one that only held a marker) is not a turn at all
+  (Gemini rejects empty text parts). ``Exchange.system`` is the text of ``systemInstruction``.
 * ``render_request(exchange, *, items=None, system_block=None) -> dict``: a shallow
   copy of the body with ``contents`` replaced; ``system_block`` is added as a new
   text part (after a blank line) at the end of ``systemInstruction`` (or
@@ -34,14 +36,14 @@ Implements the adapter contract of ``types.py``:
   of an unfinished event are held back until the event is complete (``flush()``
   returns them if the upstream stream ends inside an event). A JSON-array stream (no
   ``alt=sse``: the first non-blank byte is ``[``) is passed through untouched; its
-  bytes are kept and parsed once by ``result()``. ``Reply.items`` from a stream is one
+  bytes are kept and parsed once by ``result()`` (the complete elements only, if the
+  array was cut short). ``Reply.items`` from a stream is one
   model content whose consecutive text parts (same ``thought`` flag, the earlier one
   without a signature) are concatenated, as the non-streaming response has them.
 * ``error_body(status, message) -> dict`` / ``stream_error(message) -> bytes``.
 
 ``Reply.tool_calls`` entries are ``{"id", "name", "arguments"}`` (``arguments``: JSON
-text of ``args``; ``id``: the part's ``id`` or ``"{name}#{i}"`` with ``i`` the call's
-index in the reply). ``Reply.stop_reason`` is ``finishReason`` (or
+text of ``args``; ``id`` as in requests). ``Reply.stop_reason`` is ``finishReason`` (or
 ``promptFeedback.blockReason``). Usage: input = ``promptTokenCount`` +
 ``toolUsePromptTokenCount``, cache read = ``cachedContentTokenCount``, output =
 ``candidatesTokenCount`` + ``thoughtsTokenCount``.
@@ -97,18 +99,32 @@ def _get(obj: dict[str, Any], name: str) -> Any:
 
 
 class _CallIds:
-    """Ids for function calls and the responses that answer them."""
+    """Ids for function calls and the responses that answer them.
+
+    A call without ``id`` is ``"{name}#{k}"``, ``k`` counting the calls of that name
+    in its own content, so the id does not depend on the rest of the history (the
+    same turn hashes alike whether parsed in a request or alone from a reply). A
+    response without ``id`` takes the id of the earliest unanswered call of the same
+    name in the latest model content with calls, else ``"{name}#{k}"`` likewise.
+    """
 
     def __init__(self) -> None:
-        self._count = 0
+        self._seen: dict[str, int] = {}
         self._open: dict[str, list[str]] = {}
+        self._model = False  # in a model content whose first call is still to come
+
+    def start(self, role: str) -> None:
+        """Begin a new content (a model content with calls replaces the open calls)."""
+        self._seen = {}
+        self._model = role == "assistant"
 
     def call(self, call: dict[str, Any]) -> str:
+        if self._model:
+            self._open, self._model = {}, False
         name = _str(call.get("name"))
         call_id = call.get("id")
         if not isinstance(call_id, str) or not call_id:
-            call_id = f"{name}#{self._count}"
-        self._count += 1
+            call_id = self._ordinal(name)
         self._open.setdefault(name, []).append(call_id)
         return call_id
 
@@ -120,7 +136,12 @@ class _CallIds:
             if response_id in pending:
                 pending.remove(response_id)
             return response_id
-        return pending.pop(0) if pending else f"{name}#?"
+        return pending.pop(0) if pending else self._ordinal(name)
+
+    def _ordinal(self, name: str) -> str:
+        k = self._seen.get(name, 0)
+        self._seen[name] = k + 1
+        return f"{name}#{k}"
 
 
 def parse_request(body: Any, *, model: str | None = None, stream: bool | None = None) -> Exchange:
@@ -211,6 +232,7 @@ def _parse_content(content: Any, index: int, ids: _CallIds) -> tuple[Turn | None
                 return None, marker
             content, parts = {**content, "parts": stripped}, stripped
     turn = Turn(role=role, item=content, text="")
+    ids.start(role)
     texts: list[str] = []
     for part_index, part in enumerate(parts):
         if not isinstance(part, dict):
@@ -356,6 +378,8 @@ def _reply(
     parts, _ = _strip_parts(parts)
     dict_parts = [p for p in parts if isinstance(p, dict)]
     calls = [c for c in (_get(p, "functionCall") for p in dict_parts) if isinstance(c, dict)]
+    ids = _CallIds()
+    ids.start("assistant")
     return Reply(
         items=[{**content, "role": content.get("role") or "model", "parts": parts}]
         if parts
@@ -366,11 +390,11 @@ def _reply(
         stop_reason=_stop_reason(response),
         tool_calls=[
             {
-                "id": _str(call.get("id")) or f"{_str(call.get('name'))}#{index}",
+                "id": ids.call(call),
                 "name": _str(call.get("name")),
                 "arguments": _dumps(call.get("args", {})),
             }
-            for index, call in enumerate(calls)
+            for call in calls
         ],
         complete=complete,
         error=error,

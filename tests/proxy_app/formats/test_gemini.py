@@ -83,19 +83,43 @@ def test_parse_request_turns() -> None:
     assert fmt.parse_request(_request()).stream is False
 
 
-def test_call_ids_prefer_explicit_ids() -> None:
+def test_call_ids() -> None:
     body = {
         "contents": [
             {"role": "model", "parts": [{"functionCall": {"id": "a1", "name": "f", "args": {}}}]},
-            {"role": "model", "parts": [{"function_call": {"name": "g", "args": {}}}]},
             {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]},
-            {"role": "user", "parts": [{"function_response": {"name": "g", "response": {}}}]},
-            {"role": "user", "parts": [{"functionResponse": {"name": "h", "response": {}}}]},
+            {
+                "role": "model",
+                "parts": [
+                    {"function_call": {"name": "g", "args": {}}},
+                    {"functionCall": {"name": "h", "args": {}}},
+                    {"functionCall": {"name": "g", "args": {"n": 2}}},
+                ],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {"function_response": {"name": "g", "response": {}}},
+                    {"functionResponse": {"name": "h", "response": {}}},
+                    {"functionResponse": {"name": "g", "response": {}}},
+                    {"functionResponse": {"name": "z", "response": {}}},
+                ],
+            },
         ]
     }
     turns = fmt.parse_request(body).turns
-    assert [t.tool_call_ids for t in turns[:2]] == [["a1"], ["g#1"]]
-    assert [t.tool_result_ids for t in turns[2:]] == [["a1"], ["g#1"], ["h#?"]]
+    assert [t.tool_call_ids for t in turns] == [["a1"], [], ["g#0", "h#0", "g#1"], []]
+    assert [t.tool_result_ids for t in turns] == [[], ["a1"], [], ["g#0", "h#0", "g#1", "z#0"]]
+
+
+def test_reply_turns_hash_like_resent_turns() -> None:
+    """A reply's turn, parsed alone, has the ids it gets when resent in a history."""
+    reply = fmt.parse_response(_response(PARTS))
+    alone = fmt.parse_request({"contents": reply.items}).turns[0]
+    history = _request()["contents"] + reply.items
+    resent = fmt.parse_request({"contents": history}).turns[-1]
+    assert alone == resent
+    assert alone.tool_call_ids == ["weather#0"] == [c["id"] for c in reply.tool_calls]
 
 
 def test_round_trip_keeps_unknown_fields() -> None:

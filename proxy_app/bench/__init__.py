@@ -1,0 +1,1 @@
+"""Benchmarks of the proxy (``manage.py vc_bench proxy``)."""
