@@ -8,7 +8,7 @@ export TIKTOKEN_CACHE_DIR ?= $(CURDIR)/.venv/tiktoken
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: help venv run migrate test test-pg test-browser lint fmt typecheck bench bench-proxy bench-longmemeval worker browser-deps wrk clean
+.PHONY: help venv run migrate test test-pg test-browser lint fmt typecheck bench bench-proxy bench-memory bench-longmemeval worker browser-deps wrk clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -55,10 +55,17 @@ typecheck: venv ## mypy (strict on the engine and the format adapters)
 wrk:
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 
-bench: bench-proxy ## all benchmarks
+bench: bench-proxy bench-memory ## all benchmarks
 
 bench-proxy: migrate wrk ## proxy throughput and added latency against a fake upstream
 	$(PY) manage.py vc_bench proxy
+
+bench-memory: migrate ## ingestion of a 500-turn history and the inbound tagger's latency
+	$(PY) manage.py vc_bench ingest
+	$(PY) manage.py vc_bench inbound
+
+bench-longmemeval: migrate ## LongMemEval evidence recall at 4k/8k/16k/32k (dev split)
+	$(PY) manage.py vc_bench longmemeval --ceiling 4000,8000,16000,32000
 
 clean: ## remove the venv and local data
 	rm -rf .venv var

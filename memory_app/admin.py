@@ -154,3 +154,22 @@ class MediaObjectAdmin(admin.ModelAdmin):
     list_filter = ("media_type",)
     search_fields = ("sha256",)
     raw_id_fields = ("conversation", "turn")
+
+
+@admin.register(models.MemoryJob)
+class MemoryJobAdmin(admin.ModelAdmin):
+    list_display = (
+        "conversation",
+        "kind",
+        "state",
+        "progress",
+        "total",
+        "attempts",
+        "created_at",
+        "finished_at",
+    )
+    list_filter = ("state", "kind", "created_at")
+    search_fields = ("conversation__title", "conversation__session_id", "error")
+    raw_id_fields = ("conversation",)
+    readonly_fields = ("created_at", "started_at", "finished_at")
+    date_hierarchy = "created_at"

@@ -64,11 +64,17 @@ class Turn(models.Model):
     replaced = models.BooleanField(
         default=False, help_text="The client later sent different history at this position."
     )
+    tagged = models.BooleanField(default=False, help_text="Background tagging has seen it.")
+    embedding = models.BinaryField(null=True, blank=True, help_text="float32 vector")
+    embedding_model = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["conversation", "position", "id"]
-        indexes = [models.Index(fields=["conversation", "position"])]
+        indexes = [
+            models.Index(fields=["conversation", "position"]),
+            models.Index(fields=["conversation", "tagged"]),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.position} {self.role}"
@@ -79,6 +85,8 @@ class Tag(models.Model):
     name = models.CharField(max_length=100)
     description = models.CharField(max_length=300, blank=True)
     turn_count = models.PositiveIntegerField(default=0)
+    embedding = models.BinaryField(null=True, blank=True, help_text="float32 vector of the name")
+    embedding_model = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -287,3 +295,34 @@ class MediaObject(models.Model):
 
     def __str__(self) -> str:
         return f"{self.media_type} {self.sha256[:12]}"
+
+
+class JobState(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class MemoryJob(models.Model):
+    """One unit of background work on a conversation (tagging, compaction, …).
+
+    ``pending_jobs`` of a conversation counts its pending and running jobs."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=40)
+    state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.PENDING)
+    progress = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["conversation", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.state}"

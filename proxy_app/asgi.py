@@ -27,7 +27,9 @@ import orjson
 from django.conf import settings
 from django.utils import timezone
 
+from memory_app.services.planning import payload_plan_for_request
 from proxy_app import upstream
+from proxy_app.db import db_call
 from proxy_app.errors import (
     BadRequest,
     ClientGone,
@@ -41,6 +43,7 @@ from proxy_app.errors import (
 )
 from proxy_app.formats import ADAPTERS, turns_of
 from proxy_app.formats.marker import marker_text
+from proxy_app.formats.recall import recall_attach
 from proxy_app.formats.types import Exchange, FormatError, Reply
 from proxy_app.keys import ResolvedKey, key_cache_watch, key_resolve
 from proxy_app.relay import relay_stream, send_response
@@ -64,6 +67,7 @@ _JSON = [(b"content-type", b"application/json")]
 # Request ids: unique per process start, cheap per request (no urandom call).
 _ID_PREFIX = f"{uuid.uuid4().hex[:12]}-"
 _ids = itertools.count(1)
+_KEY_SHOWN = 12  # characters of a vckey that may appear in logs and errors (its prefix)
 
 
 @dataclass(slots=True)
@@ -81,6 +85,7 @@ class Context:
     upstream_body: bytes = b""
     marker: str | None = None
     error: str = ""
+    reply_kept: bool = False  # the reply's turns are in the record and the state
 
 
 async def handle(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -91,7 +96,7 @@ async def handle(scope: dict[str, Any], receive: Any, send: Any) -> None:
     fmt = route.format if route else guess_format(path, headers)
     try:
         if route is None:
-            raise NotFound(f"Unknown path {scope['method']} {path}")
+            raise NotFound(f"Unknown path {scope['method']} {_shown(path)}")
         key = await key_resolve(route.raw_key)
         if key is None:
             raise Unauthorized("Invalid or revoked vckey. Put it in the base URL as /v/<vckey>.")
@@ -103,8 +108,16 @@ async def handle(scope: dict[str, Any], receive: Any, send: Any) -> None:
     except ClientGone:
         return
     except Exception:
-        log.exception("proxy failed on %s", path)
+        log.exception("proxy failed on %s", _shown(path))
         await _send_error(send, fmt, 500, "The vcloud proxy failed on this request.")
+
+
+def _shown(path: str) -> str:
+    """``path`` with the vckey cut to its public prefix, for error bodies and logs."""
+    if not path.startswith("/v/"):
+        return path
+    key, slash, rest = path[3:].partition("/")
+    return f"/v/{key[:_KEY_SHOWN]}…{slash}{rest}"
 
 
 async def _send_error(send: Any, fmt: str, status: int, message: str) -> None:
@@ -178,10 +191,45 @@ async def _prepare(ctx: Context, body: bytes) -> None:
     ctx.state = await conversation_resolve(ctx.key, exchange, session_id)
     if not session_id and ctx.headers.get("x-vc-passthrough") != "1":
         ctx.marker = marker_text(marker_token(ctx.key.account_id, ctx.state.id))
-    if ctx.headers.get("x-vc-passthrough") == "1" or exchange.marker is None:
-        return  # nothing to change: the client's bytes go upstream as they are
+    if ctx.headers.get("x-vc-passthrough") == "1":
+        return  # the client's bytes go upstream as they are
     adapter = ADAPTERS[exchange.format]
-    ctx.upstream_body = orjson.dumps(adapter.render_request(exchange))
+    ceiling = _ceiling(ctx)
+    # Fast path: a JSON body of at most 4 × ceiling bytes holds fewer tokens than
+    # the ceiling, so nothing needs planning (and nothing leaves the loop).
+    if len(body) > 4 * ceiling:
+        plan = await db_call(
+            payload_plan_for_request,
+            account_id=ctx.key.account_id,
+            conversation_id=ctx.state.id,
+            exchange=exchange,
+            ceiling=ceiling,
+            cache_aware=ctx.key.cache_aware_layout,
+        )
+        if plan is not None and not plan.passthrough:
+            ctx.upstream_body = orjson.dumps(_planned_body(adapter, exchange, plan))
+            return
+    if exchange.marker is not None:
+        ctx.upstream_body = orjson.dumps(adapter.render_request(exchange))
+
+
+def _ceiling(ctx: Context) -> int:
+    """``X-VC-Context-Ceiling`` if valid, else the key's (or its account's) ceiling."""
+    asked = ctx.headers.get("x-vc-context-ceiling", "")
+    if asked.isdigit() and 1_000 <= int(asked) <= 10_000_000:
+        return int(asked)
+    return ctx.key.context_ceiling
+
+
+def _planned_body(adapter: Any, exchange: Exchange, plan: Any) -> dict[str, Any]:
+    items = [exchange.turns[i].item for i in plan.kept_positions]
+    system = plan.stable_block
+    attached = recall_attach(exchange.format, items, plan.recall_block)
+    if attached is not None:
+        items = attached
+    elif plan.recall_block:  # no user turn to carry it: the system position does
+        system = f"{system}\n\n{plan.recall_block}" if system else plan.recall_block
+    return adapter.render_request(exchange, items=items, system_block=system or None)  # type: ignore[no-any-return]
 
 
 def _record(ctx: Context, stream: bool) -> ExchangeRecord:
@@ -265,9 +313,16 @@ async def _answer(
     if ok and stream and content_type.startswith(("text/event-stream", "application/json")):
         observer = adapter.StreamObserver(ctx.marker)
         sse = content_type.startswith("text/event-stream")
-        reply = await _watched(
-            send, receive, relay_stream(send, response, headers, adapter, observer, sse=sse)
+        relay = relay_stream(
+            send,
+            response,
+            headers,
+            adapter,
+            observer,
+            sse=sse,
+            on_complete=lambda whole: _reply_keep(ctx, whole),
         )
+        reply = await _watched(send, receive, relay)
         if reply is None:
             ctx.record.error = _join(ctx.record.error, "client disconnected mid-stream")  # type: ignore[union-attr]
         return reply
@@ -281,20 +336,24 @@ async def _answer(
     if not ok:
         await send_response(send, response.status, headers, body)
         return None
-    reply, body = _buffered_reply(adapter, body, ctx.marker)
+    reply, body = _buffered_reply(ctx, adapter, body)
+    if reply is not None:
+        _reply_keep(ctx, reply)  # before the client can read it and ask again
     await send_response(send, response.status, headers, body)
     return reply
 
 
-def _buffered_reply(adapter: Any, body: bytes, marker: str | None) -> tuple[Reply | None, bytes]:
+def _buffered_reply(ctx: Context, adapter: Any, body: bytes) -> tuple[Reply | None, bytes]:
     try:
         data = orjson.loads(body)
         reply = adapter.parse_response(data)
-        if marker:
-            body = orjson.dumps(adapter.add_marker(data, marker))
+        if ctx.marker:
+            body = orjson.dumps(adapter.add_marker(data, ctx.marker))
         return reply, body
-    except Exception:  # an answer we cannot read still reaches the client as it came
-        log.exception("could not read the upstream response")
+    except Exception as exc:  # an answer we cannot read still reaches the client as it came
+        log.exception("unreadable upstream response")
+        reason = f"unreadable upstream response: {type(exc).__name__}: {exc}"[:500]
+        ctx.record.error = _join(ctx.record.error, reason)  # type: ignore[union-attr]
         return None, body
 
 
@@ -322,7 +381,7 @@ async def _disconnected(receive: Any) -> None:
 
 
 def _record_reply(ctx: Context, reply: Reply) -> None:
-    record, state = ctx.record, ctx.state
+    record = ctx.record
     assert record is not None
     usage = reply.usage
     record.upstream_tokens = usage.input_tokens
@@ -332,8 +391,19 @@ def _record_reply(ctx: Context, reply: Reply) -> None:
     record.output_tokens = usage.output_tokens
     record.model = reply.model or record.model
     record.error = _join(record.error, reply.error)
-    if state is None or not reply.items or record.status >= 300:
+    _reply_keep(ctx, reply)
+
+
+def _reply_keep(ctx: Context, reply: Reply) -> None:
+    """Add the reply's turns to the record and to the conversation's known
+    hashes, once. Called as soon as the reply is whole, before its last bytes
+    reach the client, so that the client's next request diffs against it."""
+    record, state = ctx.record, ctx.state
+    assert record is not None
+    # A reply that broke off or carried an error is not an answer the client keeps.
+    if ctx.reply_kept or state is None or not reply.items or record.status >= 300 or reply.error:
         return
+    ctx.reply_kept = True
     turns = turns_of(ctx.route.format, reply.items)
     start = len(state.hashes)
     for i, turn in enumerate(turns):

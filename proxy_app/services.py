@@ -155,24 +155,24 @@ def records_persist(records: list[ExchangeRecord]) -> None:
     records = [r for r in records if r.request_id not in done]
     if not records:
         return
-    for record in records:
-        _price(record)
     _turns_persist(records)
     bulk_insert(RequestLog, [_request_row(r) for r in records])
     bulk_insert(LLMCall, [_ledger_row(r) for r in records if r.ledger and r.status])
     _counters_update(records)
 
 
-def _price(record: ExchangeRecord) -> None:
-    price = price_lookup(record.model) if record.model else None
-    record.priced = price is not None
-    record.cost = call_cost(
-        price,
-        input_tokens=record.upstream_tokens,
-        output_tokens=record.output_tokens,
-        cache_read_tokens=record.cached_tokens,
-        cache_write_tokens=record.cache_write_tokens,
-    )
+def records_price(records: list[ExchangeRecord]) -> None:
+    """Set each record's cost from the price catalog (read once per process)."""
+    for record in records:
+        price = price_lookup(record.model) if record.model else None
+        record.priced = price is not None
+        record.cost = call_cost(
+            price,
+            input_tokens=record.upstream_tokens,
+            output_tokens=record.output_tokens,
+            cache_read_tokens=record.cached_tokens,
+            cache_write_tokens=record.cache_write_tokens,
+        )
 
 
 def _turns_persist(records: list[ExchangeRecord]) -> None:

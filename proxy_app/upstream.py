@@ -68,12 +68,17 @@ def upstream_url(route: Route, key: ResolvedKey) -> str:
     return f"{url}?{route.upstream_query}" if route.upstream_query else url
 
 
+# Never sent upstream: cookies a client sends us are our origin's (the dashboard
+# session), not the provider's, whose cookies are scoped to its own domain.
+_OURS = frozenset({"cookie"})
+
+
 def request_headers(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
     """Client headers to send upstream: credentials untouched, ours and hop-by-hop dropped."""
     out: dict[str, str] = {}
     for raw_name, raw_value in headers:
         name = raw_name.decode("latin-1").lower()
-        if name in _HOP or name.startswith("x-vc-"):
+        if name in _HOP or name in _OURS or name.startswith("x-vc-"):
             continue
         value = raw_value.decode("latin-1")
         out[name] = f"{out[name]}, {value}" if name in out else value

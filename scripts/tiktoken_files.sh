@@ -21,9 +21,13 @@ if ! $py -m pip download -q --no-deps "litellm==1.109.1" -d "$tmp" >/dev/null 2>
 fi
 for key in "${!files[@]}"; do
   read -r name sha <<<"${files[$key]}"
-  unzip -q -o -j "$tmp"/litellm-*.whl "litellm/litellm_core_utils/tokenizers/$name" -d "$tmp" || continue
-  if [ "$(sha256sum "$tmp/$name" | cut -d' ' -f1)" = "$sha" ]; then
-    mv "$tmp/$name" "$dest/$key"
+  # The wheel keeps them under tiktoken's cache names (older notes say $name).
+  unzip -q -o -j "$tmp"/litellm-*.whl "litellm/litellm_core_utils/tokenizers/$key" -d "$tmp" 2>/dev/null \
+    || unzip -q -o -j "$tmp"/litellm-*.whl "litellm/litellm_core_utils/tokenizers/$name" -d "$tmp" 2>/dev/null \
+    || { echo "warning: $name not found in the litellm wheel" >&2; continue; }
+  [ -f "$tmp/$key" ] || mv "$tmp/$name" "$tmp/$key"
+  if [ "$(sha256sum "$tmp/$key" | cut -d' ' -f1)" = "$sha" ]; then
+    mv "$tmp/$key" "$dest/$key"
   else
     echo "warning: $name hash mismatch; skipped" >&2
   fi

@@ -4,13 +4,15 @@
 providers spell them: exact name, then an alias, then the longest catalog name
 that prefixes it ("gpt-4o-2024-08-06" → "gpt-4o", "models/gemini-2.5-flash" →
 "gemini-2.5-flash"). The catalog is read once per process and re-read when it
-changes (``price_catalog_reset``).
+changes here (``price_catalog_reset``) or, for edits made by another process
+(admin, ``price_catalog_load``), after ``CATALOG_TTL`` seconds.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -31,7 +33,10 @@ class Price:
     context_window: int
 
 
+CATALOG_TTL = 60.0
+
 _catalog: dict[str, Price] | None = None
+_loaded_at = 0.0
 _lock = threading.Lock()
 
 
@@ -64,11 +69,12 @@ def price_catalog_reset() -> None:
 
 
 def price_lookup(model: str) -> Price | None:
-    global _catalog
-    if _catalog is None:
+    global _catalog, _loaded_at
+    if _catalog is None or time.monotonic() - _loaded_at > CATALOG_TTL:
         with _lock:
-            if _catalog is None:
+            if _catalog is None or time.monotonic() - _loaded_at > CATALOG_TTL:
                 _catalog = _load_catalog()
+                _loaded_at = time.monotonic()
     name = model.lower().removeprefix("models/")
     if name in _catalog:
         return _catalog[name]

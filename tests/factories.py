@@ -120,6 +120,9 @@ def memory_graph_create(conversation: mm.Conversation) -> dict[str, Any]:
         height=10,
         path="media/abab.png",
     )
+    mm.MemoryJob.objects.create(
+        conversation=conversation, kind="process", state=mm.JobState.DONE, progress=1, total=1
+    )
     return {"tag": tag, "segment": segment, "fact": new}
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from .marker import find_marker, strip_markers
+from .marker import content_marker, content_strip
 from .sse import Event, SSEParser
 from .types import BlockKind, Exchange, Format, FormatError, Reply, Turn, Usage
 
@@ -150,9 +150,9 @@ def _parse_message(message: Any, index: int) -> tuple[Turn, str | None]:
     content = message.get("content")
     marker = None
     if role == "assistant":
-        marker = _content_marker(content)
+        marker = content_marker(content)
         if marker is not None:
-            content = _strip_content(content)
+            content = content_strip(content)
             message = {**message, "content": content}
     if isinstance(content, str):
         return Turn(
@@ -223,41 +223,6 @@ def _dumps(value: Any) -> str:
 # --------------------------------------------------------------------------- markers
 
 
-def _content_marker(content: Any) -> str | None:
-    """The last marker token in assistant content (string or text blocks)."""
-    if isinstance(content, str):
-        return find_marker(content)
-    found = None
-    if isinstance(content, list):
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "text":
-                found = find_marker(_block_text(block)) or found
-    return found
-
-
-def _strip_content(content: Any) -> Any:
-    """Content without markers; text blocks emptied by stripping are dropped."""
-    if isinstance(content, str):
-        return strip_markers(content)
-    if not isinstance(content, list):
-        return content
-    kept: list[Any] = []
-    emptied: dict[str, Any] | None = None
-    for block in content:
-        text = _block_text(block) if isinstance(block, dict) else ""
-        if "<!-- vc:" not in text:
-            kept.append(block)
-            continue
-        stripped = strip_markers(text)
-        if stripped:
-            kept.append({**block, "text": stripped})
-        else:
-            emptied = {**block, "text": ""}
-    if not kept and emptied is not None:
-        kept.append(emptied)
-    return kept
-
-
 # --------------------------------------------------------------------------- response
 
 
@@ -268,7 +233,7 @@ def parse_response(body: Any) -> Reply:
     if body.get("type") == "error" or "error" in body:
         return Reply(error=_error_message(body.get("error")))
     content = body.get("content")
-    blocks = _strip_content(content) if isinstance(content, list) else []
+    blocks = content_strip(content) if isinstance(content, list) else []
     return _reply(
         blocks,
         model=body.get("model"),
@@ -447,10 +412,15 @@ class StreamObserver:
         held, self._held = self._held, b""
         return held
 
+    @property
+    def complete(self) -> bool:
+        """The final event has been fed: the reply is whole."""
+        return self._complete
+
     def result(self) -> Reply:
         blocks = [self._finished_block(index) for index in sorted(self._blocks)]
         return _reply(
-            _strip_content(blocks),
+            content_strip(blocks),
             model=self._message.get("model"),
             stop_reason=self._stop_reason,
             usage=self._usage,

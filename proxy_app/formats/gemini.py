@@ -4,9 +4,10 @@
 Implements the adapter contract of ``types.py``:
 
 * ``parse_request(body, *, model=None, stream=None) -> Exchange``: ``model`` and
-  ``stream`` come from the URL. Every ``contents`` entry is one ``Turn`` (role
-  "user", "assistant" for ``model``, "tool" for the legacy ``function`` role; a user
-  content holding ``functionResponse`` parts stays "user" with ``tool_result_ids``).
+  ``stream`` come from the URL. Each ``contents`` entry is one ``Turn`` (but see
+  consecutive model contents below): role "user", "assistant" for ``model``, "tool"
+  for the legacy ``function`` role; a user content holding ``functionResponse``
+  parts stays "user" with ``tool_result_ids``.
   Field names are read in camelCase or snake_case, as the API accepts both.
   Function calls without an ``id`` get ``"{name}#{k}"`` (``k``: ordinal of the call
   among the calls of that name in its own content, so the id, and the turn's hash,
@@ -15,13 +16,19 @@ Implements the adapter contract of ``types.py``:
   the same name in the latest model content with calls. Markers are stripped from
   the model's (non-thought) text parts; a part left empty is dropped, and a model
   content left with no parts (one that only held a marker) is not a turn at all
-  (Gemini rejects empty text parts). ``Exchange.system`` is the text of ``systemInstruction``.
+  (Gemini rejects empty text parts). Consecutive model contents are one turn whose
+  item has their parts, consecutive text pieces joined (as ``Reply.items`` of a
+  stream has them): google-genai's chat helper keeps and resends one model content
+  per streamed chunk, and this way its history hashes like the stored reply.
+  ``Exchange.system`` is the text of ``systemInstruction``.
 * ``render_request(exchange, *, items=None, system_block=None) -> dict``: a shallow
-  copy of the body with ``contents`` replaced; ``system_block`` is added as a new
-  text part (after a blank line) at the end of ``systemInstruction`` (or
-  ``system_instruction`` if the client used that spelling). A request with
-  ``cachedContent`` may not set a system instruction, so there the block goes into a
-  user content put first in ``contents``.
+  copy of the body with ``contents`` replaced; by default with the client's own
+  contents, markers stripped and marker-only contents left out (so contents
+  coalesced into one turn still go upstream as the client sent them).
+  ``system_block`` is added as a new text part (after a blank line) at the end of
+  ``systemInstruction`` (or ``system_instruction`` if the client used that
+  spelling). A request with ``cachedContent`` may not set a system instruction, so
+  there the block goes into a user content put first in ``contents``.
 * ``parse_response(body) -> Reply`` / ``add_marker(body, marker_text) -> dict``:
   ``Reply.items`` is ``[candidates[0].content]`` (role "model"), or ``[]`` if it has no
   parts. ``add_marker`` appends to the last non-thought text part of
@@ -151,14 +158,15 @@ def parse_request(body: Any, *, model: str | None = None, stream: bool | None = 
     contents = body.get("contents")
     if not isinstance(contents, list):
         raise FormatError("contents: field required and must be a list")
-    ids = _CallIds()
-    turns: list[Turn] = []
+    kept: list[tuple[dict[str, Any], str]] = []
     marker: str | None = None
     for index, content in enumerate(contents):
-        turn, found = _parse_content(content, index, ids)
+        stripped, role, found = _stripped_content(content, index)
         marker = found or marker
-        if turn is not None:
-            turns.append(turn)
+        if stripped is not None:
+            kept.append((stripped, role))
+    ids = _CallIds()
+    turns = [_content_turn(content, role, ids) for content, role in _coalesced(kept)]
     tools = body.get("tools")
     body_model = body.get("model")
     return Exchange(
@@ -181,7 +189,7 @@ def render_request(
 ) -> dict[str, Any]:
     """The upstream body: ``exchange.body`` with ``contents`` (and the system) replaced."""
     body = dict(exchange.body)
-    contents = list(items) if items is not None else [t.item for t in exchange.turns]
+    contents = list(items) if items is not None else _client_contents(body.get("contents"))
     if system_block and _get(body, "cachedContent"):
         contents.insert(0, {"role": "user", "parts": [{"text": system_block}]})
     elif system_block:
@@ -215,7 +223,9 @@ def _with_system_block(system: Any, text: str) -> dict[str, Any]:
     return {"parts": [{"text": text}]}
 
 
-def _parse_content(content: Any, index: int, ids: _CallIds) -> tuple[Turn | None, str | None]:
+def _stripped_content(content: Any, index: int) -> tuple[dict[str, Any] | None, str, str | None]:
+    """The content checked and without markers (None if it held only a marker),
+    its turn role and the last marker found in it."""
     if not isinstance(content, dict):
         raise FormatError(f"contents.{index}: must be an object")
     role = _ROLES.get(content.get("role") or "user")
@@ -224,22 +234,54 @@ def _parse_content(content: Any, index: int, ids: _CallIds) -> tuple[Turn | None
     parts = content.get("parts", [])
     if not isinstance(parts, list):
         raise FormatError(f"contents.{index}.parts: must be a list")
-    marker = None
-    if role == "assistant":
-        stripped, marker = _strip_parts(parts)
-        if stripped is not parts:
-            if not stripped:
-                return None, marker
-            content, parts = {**content, "parts": stripped}, stripped
-    turn = Turn(role=role, item=content, text="")
-    ids.start(role)
-    texts: list[str] = []
     for part_index, part in enumerate(parts):
         if not isinstance(part, dict):
             raise FormatError(f"contents.{index}.parts.{part_index}: must be an object")
-        texts.append(_add_part(turn, part, ids))
+    if role != "assistant":
+        return content, role, None
+    stripped, marker = _strip_parts(parts)
+    if stripped is parts:
+        return content, role, marker
+    return ({**content, "parts": stripped} if stripped else None), role, marker
+
+
+def _coalesced(
+    contents: list[tuple[dict[str, Any], str]],
+) -> list[tuple[dict[str, Any], str]]:
+    """Consecutive model contents as one, their text pieces joined as a reply has them.
+
+    google-genai's chat keeps one model content per streamed chunk and resends them
+    all; the stored reply is one content. Coalesced, both are the same turn.
+    """
+    groups: list[tuple[list[dict[str, Any]], str]] = []
+    for content, role in contents:
+        if groups and role == "assistant" and groups[-1][1] == "assistant":
+            groups[-1][0].append(content)
+        else:
+            groups.append(([content], role))
+    return [
+        (group[0], role)
+        if len(group) == 1
+        else (
+            {**group[0], "parts": _merge_parts([p for c in group for p in c.get("parts", [])])},
+            role,
+        )
+        for group, role in groups
+    ]
+
+
+def _client_contents(contents: Any) -> list[Any]:
+    """The client's own contents, markers stripped (marker-only ones left out)."""
+    stripped = (_stripped_content(c, i)[0] for i, c in enumerate(contents or []))
+    return [content for content in stripped if content is not None]
+
+
+def _content_turn(content: dict[str, Any], role: str, ids: _CallIds) -> Turn:
+    turn = Turn(role=role, item=content, text="")
+    ids.start(role)
+    texts = [_add_part(turn, part, ids) for part in content.get("parts", [])]
     turn.text = "\n".join(t for t in texts if t)
-    return turn, marker
+    return turn
 
 
 def _add_part(turn: Turn, part: dict[str, Any], ids: _CallIds) -> str:
@@ -593,6 +635,11 @@ class StreamObserver:
         """Bytes held back at the end of the stream (an unterminated event)."""
         held, self._held = self._held, b""
         return held
+
+    @property
+    def complete(self) -> bool:
+        """The terminal chunk has been fed (SSE; a JSON array is read at the end)."""
+        return self._mode == "sse" and self._acc.complete
 
     def result(self) -> Reply:
         if self._mode != "json":

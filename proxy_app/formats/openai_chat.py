@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from .marker import find_marker, strip_markers
+from .marker import content_marker, content_strip, strip_markers
 from .sse import Event, SSEParser
 from .types import BlockKind, Exchange, Format, FormatError, Reply, Turn, Usage
 
@@ -150,9 +150,9 @@ def _parse_message(message: Any, index: int) -> tuple[Turn, str | None]:
     content = _checked_content(message, index)
     marker = None
     if role == "assistant":
-        marker = _content_marker(content)
+        marker = content_marker(content)
         if marker is not None:
-            content = _strip_content(content)
+            content = content_strip(content)
             message = {**message, "content": content}
     turn = Turn(role=_TURN_ROLES[role], item=message, text="")
     if turn.role == "tool":
@@ -222,40 +222,6 @@ def _content_kinds(content: Any) -> list[BlockKind]:
 # --------------------------------------------------------------------------- markers
 
 
-def _content_marker(content: Any) -> str | None:
-    if isinstance(content, str):
-        return find_marker(content)
-    found = None
-    if isinstance(content, list):
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
-                found = find_marker(_part_text(part)) or found
-    return found
-
-
-def _strip_content(content: Any) -> Any:
-    """Content without markers; text parts emptied by stripping are dropped."""
-    if isinstance(content, str):
-        return strip_markers(content)
-    if not isinstance(content, list):
-        return content
-    kept: list[Any] = []
-    emptied: dict[str, Any] | None = None
-    for part in content:
-        text = _part_text(part) if isinstance(part, dict) and part.get("type") == "text" else ""
-        if "<!-- vc:" not in text:
-            kept.append(part)
-            continue
-        stripped = strip_markers(text)
-        if stripped:
-            kept.append({**part, "text": stripped})
-        else:
-            emptied = {**part, "text": ""}
-    if not kept and emptied is not None:
-        kept.append(emptied)
-    return kept
-
-
 # --------------------------------------------------------------------------- response
 
 
@@ -270,7 +236,7 @@ def parse_response(body: Any) -> Reply:
     message = message if isinstance(message, dict) else {}
     calls = message.get("tool_calls")
     return _reply(
-        _strip_content(message.get("content")),
+        content_strip(message.get("content")),
         tool_calls=[c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else [],
         refusal=message.get("refusal"),
         model=body.get("model"),
@@ -516,6 +482,11 @@ class StreamObserver:
         """Bytes held back at the end of the stream (an unterminated event)."""
         held, self._held = self._held, b""
         return held
+
+    @property
+    def complete(self) -> bool:
+        """The final event has been fed: the reply is whole."""
+        return self._complete
 
     def result(self) -> Reply:
         content = None if self._content is None else strip_markers("".join(self._content))

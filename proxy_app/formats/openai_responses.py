@@ -24,24 +24,34 @@ Implements the adapter contract of ``types.py``:
   ``Reply.items`` are the ``output`` items (as a client resends them as input).
   ``add_marker`` appends to the last ``output_text`` part of the last assistant
   message, or adds a new message item at the end of ``output`` if there is none.
-* ``StreamObserver(marker_text=None)``: ``feed(chunk) -> bytes`` (always the chunk
-  itself), ``flush() -> bytes`` (always ``b""``), ``result() -> Reply``, and
-  ``injected`` (always False).
+* ``StreamObserver(marker_text=None)``: ``feed(chunk) -> bytes``, ``flush() -> bytes``,
+  ``result() -> Reply`` and ``injected`` (whether the marker went out).
 * ``error_body(status, message) -> dict`` / ``stream_error(message) -> bytes``.
 
-No marker in streams (decision): clients that keep the history themselves rebuild it
-from ``response.output_item.done`` items (Codex) or from the ``response.completed``
-response (the openai SDK's ``responses.stream()`` accumulator returns that event's
-``response.output`` from ``get_final_response()``; the Agents SDK does the same). A
-marker delta spliced in before ``response.completed`` would only reach clients that
-concatenate deltas, after the part's ``output_text.done`` already announced the
-final text, and it would shift every later ``sequence_number`` (the SDK only uses
-them for ``starting_after``, but they are documented as increasing). Getting the
-marker into the accumulated final text needs the server's ``output_text.done``,
-``content_part.done``, ``output_item.done`` and ``response.completed`` events to be
-rewritten, so Responses streams are passed through untouched and conversation
-identity falls back to the fingerprint (or ``previous_response_id``).
-Non-streaming responses do get the marker.
+The marker in streams. Clients build the reply from different events: chat UIs
+concatenate ``response.output_text.delta``; the openai SDK's ``responses.stream()``
+returns ``response.completed``'s ``response.output`` from ``get_final_response()``
+(checking it against the items it accumulated); Codex and the Agents SDK keep the
+``response.output_item.done`` items. So the marker goes into all of them, where
+``add_marker`` puts it in a non-streaming response:
+
+- the response ends with a message's text part: the ``output_text.done``,
+  ``content_part.done`` and ``output_item.done`` events that close that part are
+  held back until the next event shows the response ends there
+  (``response.completed`` or ``response.incomplete``); then one extra
+  ``response.output_text.delta`` carrying the marker goes out before them, and
+  they and the terminal event are re-serialised with the marker appended to the
+  part's text. Any other event releases them unchanged at once;
+- otherwise (the output ends with a tool call, or has no text): a complete
+  message item of its own (``output_item.added`` … ``output_item.done``, id
+  ``msg_vc_marker``) goes out just before the terminal event, which gets the
+  item appended to its ``response.output``.
+
+Events after an inserted one keep increasing ``sequence_number``s: those
+re-serialised get theirs moved up by the number of events inserted. Only these
+few closing events are ever rewritten; while the marker is due, an unfinished
+event that may be one of them is held until it is complete (up to 16 MB: past
+that the stream goes on without a marker). ``response.failed`` gets no marker.
 
 ``Reply.tool_calls`` entries are ``{"id", "name", "arguments"}`` (``call_id``, and the
 arguments JSON text, or a custom tool's ``input``). ``Reply.stop_reason`` is
@@ -52,6 +62,7 @@ Pure: stdlib and ``orjson`` only; inputs are never mutated.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -74,6 +85,14 @@ _PART_KINDS: dict[str, BlockKind] = {
 }
 _CLIENT_CALLS = ("function_call", "custom_tool_call")
 _MARKER_ITEM_ID = "msg_vc_marker"
+_TERMINAL = ("response.completed", "response.incomplete")
+_TEXT_DONE = "response.output_text.done"
+_PART_CLOSING = ("response.content_part.done", "response.output_item.done")
+_SSE_FIELDS = (b"event:", b"data:", b"id:", b"retry:", b":")
+_LINE_SPLIT = re.compile(rb"\r\n|\n|\r")
+# ``response.completed`` repeats the whole output (and the request's tools): an
+# unfinished event that may need rewriting is held back up to this size.
+_MAX_HOLD = 16 << 20
 
 # status -> (error.type, error.code)
 _ERRORS: dict[int, tuple[str, str | None]] = {
@@ -376,19 +395,22 @@ def add_marker(body: dict[str, Any], marker_text: str) -> dict[str, Any]:
                 output[index] = {**item, "content": content}
                 break
     else:
-        output.append(
-            {
-                "id": _MARKER_ITEM_ID,
-                "type": "message",
-                "status": "completed",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": marker_text, "annotations": []}],
-            }
-        )
+        output.append(_marker_item(marker_text))
     out["output"] = output
     if isinstance(body.get("output_text"), str):
         out["output_text"] = body["output_text"] + marker_text
     return out
+
+
+def _marker_item(marker_text: str) -> dict[str, Any]:
+    """An assistant message holding only the marker (for replies without text)."""
+    return {
+        "id": _MARKER_ITEM_ID,
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": marker_text, "annotations": []}],
+    }
 
 
 def _with_marker(content: Any, marker_text: str) -> list[Any] | None:
@@ -519,17 +541,126 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-class StreamObserver:
-    """Watches a Responses SSE stream; passes every chunk through unchanged.
+def _sse_event(named: bool, payload: dict[str, Any]) -> bytes:
+    head = b"event: " + str(payload.get("type", "")).encode() + b"\n" if named else b""
+    return head + b"data: " + orjson.dumps(payload) + b"\n\n"
 
-    ``marker_text`` is accepted for the common interface but never injected (see the
-    module docstring); ``injected`` stays False so callers can tell.
+
+def _has_event_line(raw: bytes) -> bool:
+    return raw.lstrip(b"\r\n").startswith(b"event:") or any(
+        sep + b"event:" in raw for sep in (b"\n", b"\r")
+    )
+
+
+def _pending_kind(pending: bytes) -> str | None:
+    """The type of an unfinished event, once one of its complete lines tells it."""
+    for line in _LINE_SPLIT.split(pending)[:-1]:
+        if line.startswith(b"event:"):
+            return line[6:].strip().decode("utf-8", "replace")
+        if line.startswith(b"data:"):
+            kind = _load(line[5:]).get("type")
+            return kind if isinstance(kind, str) else ""
+    return None
+
+
+def _renumbered(data: dict[str, Any], shift: int) -> dict[str, Any]:
+    number = data.get("sequence_number")
+    if not shift or not isinstance(number, int) or isinstance(number, bool):
+        return data
+    return {**data, "sequence_number": number + shift}
+
+
+def _item_marked(item: Any, content_index: Any, marker: str) -> Any:
+    """``item`` with ``marker`` appended to its output_text part ``content_index``."""
+    content = item.get("content") if isinstance(item, dict) else None
+    if not isinstance(content, list) or not isinstance(content_index, int):
+        return item
+    if not 0 <= content_index < len(content):
+        return item
+    part = content[content_index]
+    if not isinstance(part, dict) or part.get("type") != "output_text":
+        return item
+    parts = list(content)
+    parts[content_index] = {**part, "text": _str(part.get("text")) + marker}
+    return {**item, "content": parts}
+
+
+def _response_marked(data: dict[str, Any], at: dict[str, Any], marker: str) -> dict[str, Any]:
+    """A terminal event whose output has the marker in the part ``at`` names."""
+    response = _dict(data.get("response"))
+    output = response.get("output")
+    if not isinstance(output, list):
+        return data
+    item_id, index = at.get("item_id"), at.get("output_index")
+    marked = list(output)
+    for position, item in enumerate(output):
+        if isinstance(item, dict) and (item.get("id") == item_id if item_id else position == index):
+            marked[position] = _item_marked(item, at.get("content_index"), marker)
+            break
+    response = {**response, "output": marked}
+    if isinstance(response.get("output_text"), str):
+        response["output_text"] += marker
+    return {**data, "response": response}
+
+
+def _marked(data: dict[str, Any], at: dict[str, Any], marker: str) -> dict[str, Any]:
+    """A closing event of the marked text part (or the terminal one), marker included."""
+    kind = data.get("type")
+    if kind == _TEXT_DONE:
+        return {**data, "text": _str(data.get("text")) + marker}
+    if kind == "response.content_part.done":
+        part = _dict(data.get("part"))
+        if part.get("type") != "output_text":
+            return data
+        return {**data, "part": {**part, "text": _str(part.get("text")) + marker}}
+    if kind == "response.output_item.done":
+        return {**data, "item": _item_marked(data.get("item"), at.get("content_index"), marker)}
+    return _response_marked(data, at, marker)
+
+
+def _marker_item_events(index: int, marker: str, number: Any) -> list[dict[str, Any]]:
+    """The events of a new message at ``output_index`` holding only the marker."""
+    at = {"item_id": _MARKER_ITEM_ID, "output_index": index, "content_index": 0}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    item = _marker_item(marker)
+    events: list[dict[str, Any]] = [
+        {
+            "type": "response.output_item.added",
+            "output_index": index,
+            "item": {**item, "status": "in_progress", "content": []},
+        },
+        {"type": "response.content_part.added", **at, "part": part},
+        {"type": "response.output_text.delta", **at, "delta": marker, "logprobs": []},
+        {"type": _TEXT_DONE, **at, "text": marker, "logprobs": []},
+        {"type": "response.content_part.done", **at, "part": {**part, "text": marker}},
+        {"type": "response.output_item.done", "output_index": index, "item": item},
+    ]
+    if isinstance(number, int) and not isinstance(number, bool):
+        events = [{**event, "sequence_number": number + n} for n, event in enumerate(events)]
+    return events
+
+
+class StreamObserver:
+    """Watches a Responses SSE stream; see the module docstring.
+
+    ``feed`` returns the chunk object itself when the marker is not (or no longer)
+    due. While it is due, bytes go out event by event: an unfinished event that
+    may need rewriting is held until it is complete, and the closing events of
+    the latest message text part are held until the next event shows whether
+    the response ends there. ``flush()`` returns whatever is still held when
+    the upstream stream ends (unchanged: no marker then).
     """
 
     def __init__(self, marker_text: str | None = None) -> None:
-        self.marker_text = marker_text
+        self._marker = marker_text or None
         self.injected = False
         self._parser = SSEParser()
+        self._pos = 0  # stream offset after the bytes fed so far
+        self._sent = 0  # stream offset up to which bytes were returned
+        self._buf = b""  # the bytes from ``_sent`` on, not returned yet
+        self._held: list[tuple[Event, dict[str, Any]]] = []
+        self._shift = 0  # events added: later sequence numbers move up by this
+        self._last_index = -1
         self._response: dict[str, Any] = {}
         self._final: dict[str, Any] | None = None
         self._items: dict[int, dict[str, Any]] = {}
@@ -540,13 +671,34 @@ class StreamObserver:
         self._error = ""
 
     def feed(self, chunk: bytes) -> bytes:
-        for event in self._parser.feed(chunk):
-            self._handle(event)
-        return chunk
+        events = self._parser.feed(chunk)
+        self._pos += len(chunk)
+        if self._marker is None and not self._shift and not self._buf:
+            self._sent = self._pos
+            for event in events:
+                data = _load(event.data)
+                self._handle(str(data.get("type") or event.name), data)
+            return chunk
+        self._buf += chunk
+        out: list[bytes] = []
+        for event in events:
+            data = _load(event.data)
+            kind = str(data.get("type") or event.name)
+            self._route(out, event, kind, data)
+            self._handle(kind, data)
+        out.append(self._take(self._release_point()))
+        return b"".join(out)
 
     def flush(self) -> bytes:
-        """Nothing is ever held back."""
-        return b""
+        """Bytes still held when the upstream stream ends, as they came."""
+        held, self._buf, self._held = self._buf, b"", []
+        self._sent = self._pos
+        return held
+
+    @property
+    def complete(self) -> bool:
+        """The final response event has been fed: the reply is whole."""
+        return self._final is not None and self._final.get("status") in ("completed", "incomplete")
 
     def result(self) -> Reply:
         final = self._final
@@ -558,10 +710,129 @@ class StreamObserver:
         complete = final is not None and status in ("completed", "incomplete")
         return _reply(output, response=response, complete=complete, error=self._error)
 
-    def _handle(self, event: Event) -> None:
-        data = _load(event.data)
-        kind = data.get("type") or event.name
+    # ------------------------------------------------------------ splicing
+
+    def _route(self, out: list[bytes], event: Event, kind: str, data: dict[str, Any]) -> None:
+        """Pass, hold or rewrite one complete event while the marker is due."""
+        if event.start < self._sent:  # its first bytes are out already: it stays as it is
+            self._held = []
+            if kind in _TERMINAL:
+                self._marker = None
+            return
+        if self._held:
+            if kind in _TERMINAL:
+                self._inject_into_text(out, event, data)
+                return
+            if kind in _PART_CLOSING and data.get("output_index") == self._held[0][1].get(
+                "output_index"
+            ):
+                self._held.append((event, data))
+                return
+            self._held = []  # more output follows: the held events go out unchanged
+        if self._marker is None:
+            if self._shift and "sequence_number" in data:
+                self._replace(out, event, _renumbered(data, self._shift))
+        elif kind == _TEXT_DONE and self._is_message(data.get("output_index")):
+            out.append(self._take(event.start))
+            self._held = [(event, data)]
+        elif kind in _TERMINAL:
+            self._inject_item(out, event, data)
+
+    def _inject_into_text(self, out: list[bytes], terminal: Event, data: dict[str, Any]) -> None:
+        """The marker as a last delta of the held text part; its closing events and
+        the terminal event rewritten to end with it too."""
+        marker = self._marker
+        assert marker is not None
+        first_event, first = self._held[0]
+        names: tuple[str, ...] = ("item_id", "output_index", "content_index")
+        at: dict[str, Any] = {k: first[k] for k in names if k in first}
+        delta: dict[str, Any] = {
+            "type": "response.output_text.delta",
+            **at,
+            "delta": marker,
+            "logprobs": [],
+        }
+        if "sequence_number" in first:
+            delta["sequence_number"] = first["sequence_number"]
+        out.append(self._take(first_event.start))
+        out.append(_sse_event(self._named(first_event), delta))
+        self._shift = 1
+        for event, payload in [*self._held, (terminal, data)]:
+            self._replace(out, event, _renumbered(_marked(payload, at, marker), self._shift))
+        self._held, self._marker, self.injected = [], None, True
+
+    def _inject_item(self, out: list[bytes], terminal: Event, data: dict[str, Any]) -> None:
+        """The marker as a message of its own just before the terminal event."""
+        marker = self._marker
+        assert marker is not None
+        response = _dict(data.get("response"))
+        output = response.get("output")
+        last = len(output) - 1 if isinstance(output, list) else -1
+        events = _marker_item_events(
+            max(self._last_index, last) + 1, marker, data.get("sequence_number")
+        )
+        named = self._named(terminal)
+        out.append(self._take(terminal.start))
+        out.extend(_sse_event(named, event) for event in events)
+        self._shift = len(events)
+        if isinstance(output, list):
+            response = {**response, "output": [*output, _marker_item(marker)]}
+            if isinstance(response.get("output_text"), str):
+                response["output_text"] += marker
+            data = {**data, "response": response}
+        self._replace(out, terminal, _renumbered(data, self._shift))
+        self._marker, self.injected = None, True
+
+    def _replace(self, out: list[bytes], event: Event, data: dict[str, Any]) -> None:
+        named = self._named(event)
+        out.append(self._take(event.start))
+        out.append(_sse_event(named, data))
+        self._take(event.end)
+
+    def _named(self, event: Event) -> bool:
+        """Whether ``event`` (still buffered) came with an ``event:`` line."""
+        return _has_event_line(self._buf[event.start - self._sent : event.end - self._sent])
+
+    def _take(self, end: int) -> bytes:
+        """The buffered bytes before stream offset ``end``, removed from the buffer."""
+        size = end - self._sent
+        if size <= 0:
+            return b""
+        piece, self._buf = self._buf[:size], self._buf[size:]
+        self._sent = end
+        return piece
+
+    def _release_point(self) -> int:
+        """How far the bytes fed so far may go out now."""
+        pending = self._parser.pending
+        if self._held:
+            if len(self._buf) <= _MAX_HOLD:
+                return self._held[0][0].start
+            self._held, self._marker = [], None  # too much to hold: no marker this time
+            return self._pos
+        if pending and self._may_hold(pending):
+            return self._pos - len(pending)
+        return self._pos
+
+    def _may_hold(self, pending: bytes) -> bool:
+        """Whether an unfinished event may be one to rewrite or to inject before."""
+        if self._marker is None and not self._shift:
+            return False
+        head = pending.lstrip(b"\r\n")[:6]
+        if len(pending) > _MAX_HOLD or not any(f.startswith(head[: len(f)]) for f in _SSE_FIELDS):
+            return False  # too big, or not SSE at all (e.g. a JSON error body)
+        kind = _pending_kind(pending)
+        return kind is None or bool(self._shift) or kind in (_TEXT_DONE, *_TERMINAL)
+
+    def _is_message(self, index: Any) -> bool:
+        return isinstance(index, int) and self._items.get(index, {}).get("type") == "message"
+
+    # ------------------------------------------------------------ observing
+
+    def _handle(self, kind: str, data: dict[str, Any]) -> None:
         index = data.get("output_index")
+        if isinstance(index, int) and not isinstance(index, bool):
+            self._last_index = max(self._last_index, index)
         if kind in ("response.created", "response.in_progress", "response.queued"):
             self._response = _dict(data.get("response"))
         elif kind in ("response.completed", "response.incomplete", "response.failed"):

@@ -14,8 +14,10 @@ Contract of every adapter module (``proxy_app/formats/<format>.py``):
 ``render_request(exchange, *, items=None, system_block=None) -> dict``
     Build the body to send upstream: a shallow copy of ``exchange.body`` (every
     field the proxy does not understand is kept as is) with the history replaced
-    by ``items`` (verbatim provider items; default: the marker-stripped items of
-    ``exchange.turns``) and, if ``system_block`` is given, that text added to the
+    by ``items`` (verbatim provider items; default: the client's own items with
+    the markers stripped, i.e. those of ``exchange.turns``, except that Gemini
+    keeps the separate contents it coalesces into one turn) and, if
+    ``system_block`` is given, that text added to the
     system position of the format (Anthropic ``system``, Chat system message,
     Responses ``instructions``, Gemini ``systemInstruction``) after the client's
     own system text, never removing the client's ``cache_control`` marks.

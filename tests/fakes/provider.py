@@ -59,13 +59,16 @@ wins, so a client in another process can drive the fake):
 ``fail_next`` is consumed by the next request(s) that reach a route with a
 credential; the SDKs retry 5xx/429 by default, so pass ``times=`` or build the
 client with ``max_retries=0``. ``fake.requests`` records every request (unless
-``record=False``); ``fake.reset()`` clears recordings and restores the knobs.
+``record=False``); ``fake.client_disconnects`` counts streams the client closed
+before their end (the fake then stops sending, as a provider stops generating);
+``fake.reset()`` clears recordings and counters and restores the knobs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import itertools
 import logging
@@ -779,6 +782,7 @@ class FakeProvider:
         """Forget recorded requests and pending failures; restore default knobs."""
         self.requests.clear()
         self._failures.clear()
+        self.client_disconnects = 0
         self._ids = itertools.count(1)
         self._request_ids = itertools.count(1)
         self.stream_delay: float = 0.0
@@ -801,9 +805,33 @@ class FakeProvider:
         fmt, result, knobs = self.respond(scope, body)
         extra = _id_headers(fmt, next(self._request_ids))
         if isinstance(result, StreamReply):
-            await _send_stream(send, result, extra, knobs)
+            await self._stream_until_disconnect(receive, send, result, extra, knobs)
         else:
             await _send_json(send, result, extra)
+
+    async def _stream_until_disconnect(
+        self,
+        receive: Receive,
+        send: Send,
+        reply: StreamReply,
+        extra: list[tuple[bytes, bytes]],
+        knobs: Knobs,
+    ) -> None:
+        """Send the stream; stop (and count it) if the client disconnects first."""
+        streaming = asyncio.ensure_future(_send_stream(send, reply, extra, knobs))
+        gone = asyncio.ensure_future(_wait_disconnect(receive))
+        try:
+            await asyncio.wait({streaming, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if streaming.done():
+                streaming.result()  # re-raises StreamBroken (break knob)
+                return
+            self.client_disconnects += 1
+            streaming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await streaming
+        finally:
+            gone.cancel()
+            streaming.cancel()
 
     def respond(self, scope: Scope, body: bytes) -> tuple[str, Result, Knobs]:
         """Record the request and decide the reply (format, result, knobs)."""
@@ -898,6 +926,11 @@ async def _read_body(receive: Receive) -> bytes:
     return b"".join(chunks)
 
 
+async def _wait_disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 async def _send_json(send: Send, result: JsonReply, extra: list[tuple[bytes, bytes]]) -> None:
     payload = result.payload
     body = payload if isinstance(payload, bytes) else orjson.dumps(payload)
@@ -966,7 +999,9 @@ def start_fake_provider(
     """Serve a FakeProvider on ``host:port`` (0: a free port) until ``.stop()``."""
     fake = fake if fake is not None else FakeProvider()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets whose
+    # proto says TCP, and without it every reply waits out a 40 ms delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     config = uvicorn.Config(

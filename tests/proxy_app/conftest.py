@@ -10,6 +10,7 @@ account and key through ``proxy_key`` and the session ends by deleting them.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,13 +18,14 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from google import genai
 from google.genai import types
 
 from tests.fakes.provider import FakeProvider, RunningFake, start_fake_provider
-from tests.support.server import Server, start_server
+from tests.support.server import Server, start_server, start_worker
 from vcloud.accounts.models import Account
 from vcloud.accounts.services import account_for_user, vckey_create
 
@@ -59,9 +61,16 @@ def proxy_server(
         VC_UPSTREAM_GEMINI=fake_provider.url,
         VC_FAULT_INJECTION="1",
         VC_MAX_BODY_BYTES="1048576",
+        VC_EMBEDDER="hashing",
+        VC_CELERY_QUEUE=f"vc-test-{uuid.uuid4().hex[:12]}",
     )
+    # Scaled mode: background work goes through Redis to a real worker.
+    worker = start_worker(server) if settings.REDIS_URL else None
     yield server
     server.stop()
+    if worker is not None:
+        worker.terminate()
+        worker.wait(timeout=20)
     with django_db_blocker.unblock():
         get_user_model().objects.filter(username__startswith="e2e-").delete()
 
@@ -92,6 +101,15 @@ def proxy_key(proxy_server: Server, orm: None) -> ProxyKey:
     user = get_user_model().objects.create_user(f"e2e-{time.time_ns()}-{next(_counter)}")
     account = account_for_user(user)
     _, raw = vckey_create(account=account, name="e2e")
+    return ProxyKey(account, raw, proxy_server)
+
+
+@pytest.fixture
+def other_proxy_key(proxy_server: Server, orm: None) -> ProxyKey:
+    """A key of a second account, for isolation checks."""
+    user = get_user_model().objects.create_user(f"e2e-other-{time.time_ns()}-{next(_counter)}")
+    account = account_for_user(user)
+    _, raw = vckey_create(account=account, name="e2e-other")
     return ProxyKey(account, raw, proxy_server)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -40,11 +42,16 @@ class Server:
         return result.stdout
 
     def stop(self) -> None:
+        """A clean stop (the writer drains); then make sure the whole process
+        group, the writer child included, is gone before the caller cleans up."""
         self.process.terminate()
         try:
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.process.kill()
+            self.process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -84,6 +91,7 @@ def start_server(data_dir: Path, **env: str) -> Server:
         env=full_env,
         stdout=log_path.open("wb"),
         stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     server = Server(f"http://127.0.0.1:{port}", process, full_env, log_path)
     _wait_ready(server)
@@ -102,3 +110,34 @@ def _wait_ready(server: Server, timeout: float = 30) -> None:
             time.sleep(0.1)
     server.stop()
     raise RuntimeError(f"server not ready:\n{server.log()}")
+
+
+def start_worker(server: Server) -> subprocess.Popen[bytes]:
+    """A real Celery worker for ``server`` (scaled mode: REDIS_URL is set), on a
+    queue of its own so tasks of other runs sharing the Redis never reach it."""
+    log_path = server.log_path.with_name("worker.log")
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "vcloud",
+            "worker",
+            "--pool",
+            "threads",
+            "--concurrency",
+            "2",
+            "--loglevel",
+            "info",
+            "--queues",
+            server.env["VC_CELERY_QUEUE"],
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=ROOT,
+        env=server.env,
+        stdout=log_path.open("wb"),
+        stderr=subprocess.STDOUT,
+    )

@@ -24,6 +24,12 @@ class Account(models.Model):
     upstream_anthropic = models.URLField(blank=True, help_text="Overrides VC_UPSTREAM_ANTHROPIC.")
     upstream_openai = models.URLField(blank=True, help_text="Overrides VC_UPSTREAM_OPENAI.")
     upstream_gemini = models.URLField(blank=True, help_text="Overrides VC_UPSTREAM_GEMINI.")
+    memory_settings = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Memory engine settings (thresholds, protected turns, summary sizes, "
+        "tag rules); missing keys take the defaults.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.forms import ModelForm
 from django.utils import timezone
 
+from memory_app.config import MemoryConfig, config_to_dict
 from vcloud.accounts.errors import AmbiguousKey, KeyNotFound
 from vcloud.accounts.models import Account, VCKey
 
@@ -36,6 +37,22 @@ def account_settings_update(*, form: ModelForm[Account]) -> Account:
 
     key_cache_invalidate()
     return account
+
+
+@transaction.atomic
+def account_memory_settings_update(*, account: Account, config: MemoryConfig) -> Account:
+    """Replace the account's memory settings with ``config``. The ``llm`` entry
+    (the account's LLM override, read by memory_app.llm) is kept as stored."""
+    # Re-read under a row lock so an LLM override saved meanwhile is not lost.
+    locked = Account.objects.select_for_update().get(pk=account.pk)
+    stored = locked.memory_settings if isinstance(locked.memory_settings, dict) else {}
+    settings = config_to_dict(config)
+    if "llm" in stored:
+        settings["llm"] = stored["llm"]
+    locked.memory_settings = settings
+    locked.save(update_fields=["memory_settings", "updated_at"])
+    account.memory_settings = settings
+    return locked
 
 
 @transaction.atomic

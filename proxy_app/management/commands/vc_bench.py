@@ -1,12 +1,16 @@
-"""vc_bench proxy [--seconds S] [--connections C] [--pairs N] [--json]"""
+"""vc_bench proxy [--seconds S] [--connections C] [--pairs N] [--json]
+vc_bench longmemeval [--split dev|PATH] [--ceiling N[,N…]]… [--limit N] [--types T,…]
+                     [--embedder minilm|hashing] [--json]"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from proxy_app.bench import proxy as proxy_bench
 
@@ -21,8 +25,33 @@ class Command(BaseCommand):
         proxy.add_argument("--connections", "--concurrency", type=int, default=32)
         proxy.add_argument("--pairs", "--requests", type=int, default=300)
         proxy.add_argument("--json", action="store_true")
+        ingest = sub.add_parser("ingest", help="a 500-turn history through the memory job")
+        ingest.add_argument("--turns", type=int, default=500)
+        ingest.add_argument("--ceiling", type=int, default=16_000)
+        ingest.add_argument("--json", action="store_true")
+        inbound = sub.add_parser("inbound", help="inbound tagger latency on short messages")
+        inbound.add_argument("--n", type=int, default=200)
+        inbound.add_argument("--json", action="store_true")
+        lme = sub.add_parser("longmemeval", help="LongMemEval evidence recall through the proxy")
+        lme.add_argument("--split", default="dev", help="dev, or the path of a .jsonl(.gz)/.json")
+        lme.add_argument(
+            "--ceiling", action="append", default=[], help="tokens; repeatable or 4000,8000"
+        )
+        lme.add_argument("--limit", type=int, default=None, help="questions, round-robin by type")
+        lme.add_argument("--types", default="", help="question types, comma-separated")
+        lme.add_argument("--embedder", choices=["minilm", "hashing"], default="minilm")
+        lme.add_argument("--timeout", type=float, default=600, help="seconds per question")
+        lme.add_argument("--cache-dir", default=None, help="embedding cache ('' turns it off)")
+        lme.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["bench"] == "longmemeval":
+            self._longmemeval(options)
+            return
+        if options["bench"] in ("ingest", "inbound"):
+            figures = _memory_bench(options)
+            self.stdout.write(json.dumps(figures, indent=None if not options["json"] else 2))
+            return
         figures = proxy_bench.run(
             seconds=options["seconds"], connections=options["connections"], pairs=options["pairs"]
         )
@@ -30,6 +59,45 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(figures, indent=2))
             return
         self.stdout.write(_report(figures))
+
+    def _longmemeval(self, options: dict[str, Any]) -> None:
+        from memory_app.bench import longmemeval
+
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per poll otherwise
+        try:
+            ceilings = [int(c) for arg in options["ceiling"] for c in arg.split(",") if c.strip()]
+        except ValueError as exc:
+            raise CommandError(f"--ceiling takes token counts: {exc}") from exc
+        cache: Path | None = longmemeval.DEFAULT_CACHE_DIR
+        if options["cache_dir"] is not None:
+            cache = Path(options["cache_dir"]) if options["cache_dir"] else None
+        try:
+            result = longmemeval.run(
+                split=options["split"],
+                ceilings=ceilings or longmemeval.DEFAULT_CEILINGS,
+                limit=options["limit"],
+                types=[t.strip() for t in options["types"].split(",") if t.strip()],
+                embedder=options["embedder"],
+                cache_dir=cache,
+                timeout=options["timeout"],
+                progress=lambda line: self.stderr.write(line),
+            )
+        except longmemeval.NothingSelected as exc:
+            raise CommandError(str(exc)) from exc
+        if options["json"]:
+            self.stdout.write(json.dumps(result, indent=2))
+            return
+        self.stdout.write(longmemeval.report(result))
+
+
+def _memory_bench(options: dict[str, Any]) -> dict[str, Any]:
+    if options["bench"] == "ingest":
+        from memory_app.bench import ingest
+
+        return ingest.run(turns=options["turns"], ceiling=options["ceiling"])
+    from memory_app.bench import inbound
+
+    return inbound.run(n=options["n"])
 
 
 def _report(f: dict[str, Any]) -> str:

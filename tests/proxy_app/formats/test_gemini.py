@@ -530,14 +530,59 @@ def test_sdk_reads_observed_stream(chunks: list[dict[str, Any]]) -> None:
     assert received[-1].candidates[0].finish_reason == genai_types.FinishReason.STOP
 
 
-def test_sdk_chat_history_keeps_the_marker() -> None:
-    client = _client(_observe(b"".join(_sse(TEXT_END)), None)[0])
-    chat = client.chats.create(model="gemini-2.5-flash")
+@pytest.mark.parametrize("chunks", [TEXT_END, SIGNATURE_END])
+def test_sdk_chat_history_keeps_the_marker_and_hashes_like_the_stored_reply(
+    chunks: list[dict[str, Any]],
+) -> None:
+    out, observer = _observe(b"".join(_sse(chunks)), None)
+    chat = _client(out).chats.create(model="gemini-2.5-flash")
     list(chat.send_message_stream("hi"))
+    # google-genai keeps one model content per streamed chunk, the marker's too.
     history = [c.model_dump(mode="json", exclude_none=True) for c in chat.get_history()]
+    assert len(history) == 1 + len(chunks) + 1
     exchange = fmt.parse_request({"contents": history})
     assert exchange.marker == "conv.abc123"
     assert "vc:" not in orjson.dumps([t.item for t in exchange.turns]).decode()
+    # One model turn, identified as the stored reply's, so a resend adds nothing.
+    [stored] = fmt.parse_request({"contents": observer.result().items}).turns
+    assert [t.role for t in exchange.turns] == ["user", "assistant"]
+    assert _identity(exchange.turns[1]) == _identity(stored)
+    # Upstream still gets the chat's own contents, only the marker's left out.
+    rendered = fmt.render_request(exchange)["contents"]
+    marker_only = {"parts": [{"text": MARK}], "role": "model"}
+    assert rendered == [c for c in history if c != marker_only]
+    assert len(rendered) == len(history) - 1
+
+
+def _identity(turn: Any) -> tuple[Any, ...]:
+    """What a stored turn's hash is made of (``proxy_app.sessions.turn_hash``)."""
+    return (turn.role, turn.text, turn.kinds, turn.tool_call_ids, turn.tool_result_ids)
+
+
+def test_consecutive_model_contents_are_one_turn_with_call_ids_of_one_content() -> None:
+    contents = [
+        {"role": "user", "parts": [{"text": "weather?"}]},
+        {"role": "model", "parts": [{"text": "Check"}]},
+        {"role": "model", "parts": [{"text": "ing."}, {"functionCall": {"name": "w", "args": {}}}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "w", "args": {"n": 2}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "w", "response": {}}}]},
+    ]
+    exchange = fmt.parse_request({"contents": contents})
+    assert [t.role for t in exchange.turns] == ["user", "assistant", "user"]
+    model = exchange.turns[1]
+    assert model.item == {
+        "role": "model",
+        "parts": [
+            {"text": "Checking."},
+            {"functionCall": {"name": "w", "args": {}}},
+            {"functionCall": {"name": "w", "args": {"n": 2}}},
+        ],
+    }
+    assert model.tool_call_ids == ["w#0", "w#1"]
+    assert exchange.turns[2].tool_result_ids == ["w#0"]
+    alone = fmt.parse_request({"contents": [model.item]}).turns[0]
+    assert alone == model
+    assert fmt.render_request(exchange)["contents"] == contents
 
 
 def test_sdk_raises_on_stream_error() -> None:

@@ -457,10 +457,23 @@ def _observe(
     return out + observer.flush(), observer
 
 
-def test_observer_passes_stream_through_and_builds_reply() -> None:
+def _text_ending_events() -> list[dict[str, Any]]:
+    """A stream whose output ends with the message's text (no tool call after it)."""
+    final = _response()
+    final["output"] = final["output"][:2]
+    events = [e for e in _stream_events(_response()) if e.get("output_index") != 2]
+    events[-1] = {**events[-1], "response": final}
+    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
+
+
+def _events_of(data: bytes) -> list[dict[str, Any]]:
+    return [orjson.loads(line[6:]) for line in data.split(b"\n") if line.startswith(b"data: ")]
+
+
+def test_observer_without_marker_passes_the_stream_through_and_builds_the_reply() -> None:
     data = _stream_bytes()
-    whole, observer = _observe(data, None, MARK)
-    bytewise, slow = _observe(data, 1, MARK)
+    whole, observer = _observe(data, None)
+    bytewise, slow = _observe(data, 1)
     assert whole == bytewise == data
     assert observer.injected is False
     reply = observer.result()
@@ -472,10 +485,88 @@ def test_observer_passes_stream_through_and_builds_reply() -> None:
     assert reply.complete is True
 
 
-def test_observer_returns_the_same_chunk_object() -> None:
-    observer = fmt.StreamObserver(MARK)
+def test_observer_returns_the_same_chunk_object_without_marker() -> None:
+    observer = fmt.StreamObserver()
     chunk = _stream_bytes()
     assert observer.feed(chunk) is chunk
+
+
+@pytest.mark.parametrize("size", [None, 1, 7, 64])
+def test_marker_is_a_last_text_delta_and_ends_every_closing_event(size: int | None) -> None:
+    data = b"".join(_sse(e) for e in _text_ending_events())
+    out, observer = _observe(data, size, MARK)
+    assert observer.injected is True
+    assert out == _observe(data, None, MARK)[0]
+    events = _events_of(out)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    kinds = [e["type"] for e in events]
+    at = kinds.index("response.output_text.done")
+    assert kinds[at - 1] == "response.output_text.delta"
+    assert events[at - 1]["delta"] == MARK
+    assert events[at - 1]["item_id"] == "msg_1"
+    assert events[at]["text"] == "Hello" + MARK
+    assert events[at + 1]["part"]["text"] == "Hello" + MARK
+    assert events[at + 2]["item"]["content"][0]["text"] == "Hello" + MARK
+    assert events[-1]["response"]["output"][1]["content"][0]["text"] == "Hello" + MARK
+    assert len(events) == len(_text_ending_events()) + 1
+    # Everything before the inserted delta goes out byte for byte.
+    prefix = b"".join(_sse(e) for e in _text_ending_events()[: at - 1])
+    assert out.startswith(prefix)
+    reply = observer.result()
+    assert reply.text == "Hello"
+    assert reply.complete is True
+
+
+def test_marker_after_a_tool_call_is_a_message_of_its_own() -> None:
+    data = _stream_bytes()
+    out, observer = _observe(data, 5, MARK)
+    assert observer.injected is True
+    events = _events_of(out)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    original = _stream_events(_response())
+    assert events[: len(original) - 1] == original[:-1]
+    added = events[len(original) - 1 : -1]
+    assert [e["type"] for e in added] == [
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+    ]
+    assert {e["output_index"] for e in added} == {3}
+    assert added[2]["delta"] == MARK
+    output = events[-1]["response"]["output"]
+    assert output[:3] == _response()["output"]
+    assert output[3]["content"][0]["text"] == MARK
+    assert observer.result().items == fmt.parse_response(_response()).items
+
+
+def test_marker_keeps_a_stream_without_event_lines_without_them() -> None:
+    data = b"".join(b"data: " + orjson.dumps(e) + b"\n\n" for e in _text_ending_events())
+    out, observer = _observe(data, 3, MARK)
+    assert observer.injected is True
+    assert b"event:" not in out
+    assert _events_of(out)[-1]["response"]["output"][1]["content"][0]["text"] == "Hello" + MARK
+
+
+def test_stream_cut_before_its_end_goes_out_unchanged_and_unmarked() -> None:
+    events = _text_ending_events()[:-1]  # no response.completed
+    data = b"".join(_sse(e) for e in events)
+    out, observer = _observe(data, 4, MARK)
+    assert out == data
+    assert observer.injected is False
+    assert observer.result().complete is False
+
+
+def test_failed_response_gets_no_marker() -> None:
+    events = _text_ending_events()
+    failed = {**events[-1], "type": "response.failed"}
+    failed["response"] = {**failed["response"], "status": "failed", "error": {"message": "x"}}
+    data = b"".join(_sse(e) for e in [*events[:-1], failed])
+    out, observer = _observe(data, 9, MARK)
+    assert out == data
+    assert observer.injected is False
 
 
 def test_observer_strips_markers_from_the_reply() -> None:
@@ -539,15 +630,34 @@ def test_sdk_stream_accumulator_reads_observed_stream() -> None:
     with client.responses.stream(model="gpt-5", input="hi") as stream:
         deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
         final = stream.get_final_response()
-    assert "".join(deltas) == "Hello"
-    assert final.output_text == "Hello"
-    assert [item.type for item in final.output] == ["reasoning", "message", "function_call"]
+    assert "".join(deltas) == "Hello" + MARK
+    assert final.output_text == "Hello" + MARK
+    types = [item.type for item in final.output]
+    assert types == ["reasoning", "message", "function_call", "message"]
+
+
+def test_sdk_stream_accumulator_ends_the_text_with_the_marker() -> None:
+    data = b"".join(_sse(e) for e in _text_ending_events())
+    client = _client(_through_observer(data))
+    with client.responses.stream(model="gpt-5", input="hi") as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert deltas == ["Hel", "lo", MARK]
+    assert [e.text for e in events if e.type == "response.output_text.done"] == ["Hello" + MARK]
+    assert final.output_text == "Hello" + MARK
+    assert [item.type for item in final.output] == ["reasoning", "message"]
+    # Resent as history, the output carries the marker and parses back to the reply.
+    resent = [item.model_dump(exclude_none=True) for item in final.output]
+    exchange = fmt.parse_request({"input": resent})
+    assert exchange.marker == "conv.abc123"
+    assert exchange.turns[1].text == "Hello"
 
 
 def test_sdk_create_stream_yields_every_event() -> None:
     client = _client(_through_observer(_stream_bytes()))
     events = list(client.responses.create(model="gpt-5", input="hi", stream=True))
-    assert [e.sequence_number for e in events] == list(range(17))
+    assert [e.sequence_number for e in events] == list(range(23))
     assert events[-1].type == "response.completed"
 
 

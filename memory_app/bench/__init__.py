@@ -1,0 +1,1 @@
+"""Benchmarks: functions that measure and return figures; commands print them."""

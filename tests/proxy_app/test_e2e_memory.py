@@ -1,0 +1,118 @@
+"""The memory end to end: a long conversation posted through the proxy with the
+official SDK is tagged, compacted and summarised in the background, and the
+API shows it — segments, tag summaries, and ``pending_jobs`` reaching 0."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import anthropic
+import httpx
+import pytest
+
+from memory_app.models import Segment, TagSummary, Turn
+from tests.fakes.provider import FakeProvider
+from tests.memory_app.corpus import conversation_texts
+from tests.proxy_app.conftest import ProxyKey
+
+pytestmark = pytest.mark.usefixtures("orm")
+
+
+def _api(proxy_key: ProxyKey, path: str, raw_key: str | None = None) -> httpx.Response:
+    return httpx.get(
+        f"{proxy_key.server.url}/api/v1/{path}",
+        headers={"Authorization": f"Bearer {raw_key or proxy_key.raw}"},
+        timeout=10,
+    )
+
+
+def _settled(
+    proxy_key: ProxyKey, conversation_id: int, turns: int, timeout: float = 60
+) -> dict[str, Any]:
+    """The conversation once its ``turns`` are stored and all its work is done."""
+    deadline = time.monotonic() + timeout
+    while True:
+        detail = _api(proxy_key, f"conversations/{conversation_id}").json()
+        done = detail["pending_jobs"] == 0 and not _untagged(conversation_id)
+        if done and detail["turns"] == turns:
+            return detail
+        if time.monotonic() > deadline:
+            raise AssertionError(f"background work did not finish: {detail}")
+        time.sleep(0.2)
+
+
+def _untagged(conversation_id: int) -> bool:
+    return Turn.objects.filter(conversation_id=conversation_id, tagged=False).exists()
+
+
+def test_a_long_history_is_compacted_in_the_background_and_shown_by_the_api(
+    claude: anthropic.Anthropic, fake: FakeProvider, proxy_key: ProxyKey
+) -> None:
+    proxy_key.account.context_ceiling = 2_000
+    proxy_key.account.save()
+    history: Any = [{"role": r, "content": t} for r, t in conversation_texts(rounds=3)]
+    history.append({"role": "user", "content": "What did the contractor quote for cabinets?"})
+
+    raw = claude.messages.with_raw_response.create(
+        model="claude-sonnet-4-5", max_tokens=50, messages=history
+    )
+    conversation_id = int(raw.headers["x-vc-conversation"])
+    # The history, the question and the reply are stored, then processed.
+    detail = _settled(proxy_key, conversation_id, turns=len(history) + 1)
+
+    assert detail["segments"] > 0
+    assert detail["tag_summaries"] > 0
+    assert detail["watermark"] > 0
+    assert detail["jobs"][0]["state"] == "done"
+    segments = _api(proxy_key, f"conversations/{conversation_id}/segments").json()
+    assert [s["start_position"] for s in segments][0] == 0
+    assert all(s["tags"] and s["summary"] for s in segments)
+    summaries = _api(proxy_key, f"conversations/{conversation_id}/tag-summaries").json()
+    assert {s["tag"] for s in summaries}
+    assert Segment.objects.filter(conversation_id=conversation_id).count() == len(segments)
+    assert TagSummary.objects.filter(conversation_id=conversation_id).count() == len(summaries)
+
+    # The first request went upstream as sent: nothing was compacted yet.
+    assert len(fake.requests[-1].json["messages"]) == len(history)
+
+    # The next request adds two turns; the job runs again and settles.
+    history += [
+        {"role": "assistant", "content": raw.parse().content[0].text},
+        {"role": "user", "content": "And the plumbing for the sink?"},
+    ]
+    claude.messages.create(model="claude-sonnet-4-5", max_tokens=50, messages=history)
+    detail = _settled(proxy_key, conversation_id, turns=len(history) + 1)
+    assert detail["jobs"][0]["state"] == "done"
+
+    # Over the ceiling with compacted history: the payload is planned.
+    sent = fake.requests[-1].json
+    assert len(sent["messages"]) < len(history)
+    assert "<virtual-context>" in json.dumps(sent["system"])
+    latest = sent["messages"][-1]
+    assert latest["role"] == "user"
+    assert "Recalled from earlier" in latest["content"][0]["text"]
+    assert latest["content"][-1]["text"] == history[-1]["content"]
+    recalled = latest["content"][0]["text"]
+    assert "sink" in recalled  # earlier turns about the sink, found for this question
+    assert len(json.dumps(sent)) < len(json.dumps(history))
+    assert detail["watermark"] > 0
+
+
+def test_the_api_never_shows_another_accounts_conversation(
+    claude: anthropic.Anthropic, fake: FakeProvider, proxy_key: ProxyKey, request: Any
+) -> None:
+    raw = claude.messages.with_raw_response.create(
+        model="claude-sonnet-4-5", max_tokens=20, messages=[{"role": "user", "content": "hello"}]
+    )
+    conversation_id = int(raw.headers["x-vc-conversation"])
+    other: ProxyKey = request.getfixturevalue("other_proxy_key")
+
+    assert _api(proxy_key, f"conversations/{conversation_id}").status_code == 200
+    response = _api(other, f"conversations/{conversation_id}")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "conversation not found"}
+    assert _api(other, f"conversations/{conversation_id}/segments").status_code == 404
+    assert all(c["id"] != conversation_id for c in _api(other, "conversations").json())
+    assert _api(proxy_key, "conversations", raw_key="vck_wrong").status_code == 401
