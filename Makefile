@@ -8,7 +8,7 @@ export TIKTOKEN_CACHE_DIR ?= $(CURDIR)/.venv/tiktoken
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: help venv run migrate test test-pg test-browser lint fmt typecheck bench bench-proxy bench-memory bench-longmemeval worker browser-deps wrk clean
+.PHONY: help venv run migrate test test-pg test-browser lint fmt typecheck bench bench-proxy bench-memory bench-longmemeval bench-dashboard worker browser-deps wrk clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -66,6 +66,9 @@ bench-memory: migrate ## ingestion of a 500-turn history and the inbound tagger'
 
 bench-longmemeval: migrate ## LongMemEval evidence recall at 4k/8k/16k/32k (dev split)
 	$(PY) manage.py vc_bench longmemeval --ceiling 4000,8000,16000,32000
+
+bench-dashboard: venv ## dashboard render time with 1M request-log rows (throwaway SQLite)
+	$(PY) manage.py vc_bench dashboard
 
 clean: ## remove the venv and local data
 	rm -rf .venv var

@@ -173,3 +173,20 @@ class MemoryJobAdmin(admin.ModelAdmin):
     raw_id_fields = ("conversation",)
     readonly_fields = ("created_at", "started_at", "finished_at")
     date_hierarchy = "created_at"
+
+
+@admin.register(models.RequestContext)
+class RequestContextAdmin(admin.ModelAdmin):
+    list_display = (
+        "request_id",
+        "conversation",
+        "planned",
+        "ceiling",
+        "client_tokens",
+        "upstream_tokens",
+        "created_at",
+    )
+    list_filter = ("planned", "created_at")
+    search_fields = ("request_id", "conversation__title", "conversation__session_id")
+    raw_id_fields = ("conversation",)
+    date_hierarchy = "created_at"

@@ -11,7 +11,10 @@ from memory_app import api_selectors as sel
 from memory_app.schemas import (
     ConversationDetailOut,
     ConversationOut,
+    QuoteOut,
+    RequestContextOut,
     RequestOut,
+    SearchIn,
     SegmentOut,
     TagOut,
     TagSummaryOut,
@@ -34,6 +37,22 @@ def get_conversation(request: HttpRequest, conversation_id: int) -> object:
 def list_requests(request: HttpRequest, conversation_id: int, limit: int = 100) -> object:
     return sel.requests_for_conversation(
         account=request.auth, conversation_id=conversation_id, limit=limit
+    )
+
+
+@router.get("/{conversation_id}/requests/{request_id}/context", response=RequestContextOut)
+def get_request_context(request: HttpRequest, conversation_id: int, request_id: str) -> object:
+    """What the request's context window held and why (planned requests only)."""
+    return sel.request_context_get(
+        account=request.auth, conversation_id=conversation_id, request_id=request_id
+    )
+
+
+@router.post("/{conversation_id}/search", response=list[QuoteOut])
+def search_quotes(request: HttpRequest, conversation_id: int, body: SearchIn) -> object:
+    """Quote search over the stored turns (BM25 + embeddings, fused)."""
+    return sel.quotes_for_conversation(
+        account=request.auth, conversation_id=conversation_id, text=body.query, limit=body.limit
     )
 
 

@@ -6,9 +6,17 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from memory_app.errors import ConversationNotFound
-from memory_app.models import Conversation, MemoryJob, Segment, Tag, TagSummary
+from memory_app.errors import ConversationNotFound, RequestContextNotFound
+from memory_app.models import (
+    Conversation,
+    MemoryJob,
+    RequestContext,
+    Segment,
+    Tag,
+    TagSummary,
+)
 from memory_app.services.jobs import pending_jobs
+from memory_app.services.search import quotes_search
 from telemetry_app.models import RequestLog
 from vcloud.accounts.models import Account
 
@@ -69,6 +77,23 @@ def requests_for_conversation(
     return RequestLog.objects.filter(account=account, conversation=c).order_by("-created_at")[
         : max(1, min(limit, LIMIT_MAX))
     ]
+
+
+def request_context_get(
+    *, account: Account, conversation_id: int, request_id: str
+) -> RequestContext:
+    c = conversation_get(account=account, conversation_id=conversation_id)
+    found = RequestContext.objects.filter(conversation=c, request_id=request_id).first()
+    if found is None:
+        raise RequestContextNotFound(request_id)
+    return found
+
+
+def quotes_for_conversation(
+    *, account: Account, conversation_id: int, text: str, limit: int
+) -> list[dict[str, Any]]:
+    c = conversation_get(account=account, conversation_id=conversation_id)
+    return quotes_search(conversation=c, text=text, limit=limit)
 
 
 def tags_for_conversation(*, account: Account, conversation_id: int) -> list[dict[str, Any]]:

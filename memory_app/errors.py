@@ -11,6 +11,10 @@ class ConversationNotFound(MemoryAppError):
     """No such conversation in this account (also: another account's id)."""
 
 
+class RequestContextNotFound(MemoryAppError):
+    """No context record for this request in this conversation of this account."""
+
+
 class LockTimeout(MemoryAppError):
     def __init__(self, conversation_id: int) -> None:
         super().__init__(f"conversation {conversation_id} is locked by another worker")

@@ -47,13 +47,14 @@ from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings as django_settings
-from django.db import DatabaseError
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from memory_app.engine.jsontext import json_from_model_text
 from memory_app.errors import LLMError
 from telemetry_app.models import Component, LLMCall
 from telemetry_app.pricing import call_cost, price_lookup
+from telemetry_app.rollups import ledger_dict, rollups_add
 
 if TYPE_CHECKING:
     from memory_app.engine.types import LLM
@@ -375,27 +376,9 @@ class LLMClient:
         s = self.settings
         try:
             price = price_lookup(s.model)
-            LLMCall.objects.create(
-                account_id=self.account_id,
-                conversation_id=self.conversation_id,
-                component=role,
-                provider=s.format,
-                model=s.model[:200],
-                input_tokens=usage.input,
-                cached_tokens=usage.cached,
-                cache_write_tokens=usage.cache_write,
-                output_tokens=usage.output,
-                cost=call_cost(
-                    price,
-                    input_tokens=usage.input,
-                    output_tokens=usage.output,
-                    cache_read_tokens=usage.cached,
-                    cache_write_tokens=usage.cache_write,
-                ),
-                priced=price is not None,
-                duration_ms=duration_ms,
-                created_at=timezone.now(),
-            )
+            with transaction.atomic():  # the ledger row and its rollup, or neither
+                call = self._ledger_row(role, usage, duration_ms, price)
+                rollups_add(requests=[], calls=[ledger_dict(call)])
         except DatabaseError:
             # The ledger is telemetry: losing a row must not lose the completion.
             log.exception("could not write the ledger row of a %s", self._where(role))
@@ -406,6 +389,30 @@ class LLMClient:
             usage.cached,
             usage.output,
             duration_ms,
+        )
+
+    def _ledger_row(self, role: str, usage: _Usage, duration_ms: float, price: Any) -> LLMCall:
+        s = self.settings
+        return LLMCall.objects.create(
+            account_id=self.account_id,
+            conversation_id=self.conversation_id,
+            component=role,
+            provider=s.format,
+            model=s.model[:200],
+            input_tokens=usage.input,
+            cached_tokens=usage.cached,
+            cache_write_tokens=usage.cache_write,
+            output_tokens=usage.output,
+            cost=call_cost(
+                price,
+                input_tokens=usage.input,
+                output_tokens=usage.output,
+                cache_read_tokens=usage.cached,
+                cache_write_tokens=usage.cache_write,
+            ),
+            priced=price is not None,
+            duration_ms=duration_ms,
+            created_at=timezone.now(),
         )
 
 

@@ -326,3 +326,34 @@ class MemoryJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.state}"
+
+
+class RequestContext(models.Model):
+    """What one planned request's context window held, and why.
+
+    Written with the request's log row when the planner ran (a request whose
+    body is clearly under its ceiling is forwarded as sent without one).
+    ``report`` is the planner's account: token parts of the ceiling, the kept
+    and dropped history ranges, every recalled item with its per-signal scores,
+    candidates left out, and the planner's reasons. ``payload`` is the exact
+    upstream body, kept only when the account captures payloads (provider keys
+    travel in headers and the query string, never in it)."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="request_contexts"
+    )
+    request_id = models.CharField(max_length=40, unique=True)
+    ceiling = models.PositiveIntegerField(default=0)
+    planned = models.BooleanField(default=False, help_text="False: forwarded as sent.")
+    client_tokens = models.PositiveIntegerField(default=0, help_text="Counted by our tokenizer.")
+    upstream_tokens = models.PositiveIntegerField(default=0, help_text="Counted by our tokenizer.")
+    report = models.JSONField(default=dict)
+    payload = models.TextField(blank=True)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["conversation", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.request_id} {'planned' if self.planned else 'as sent'}"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from decimal import Decimal
+from typing import Any
 
-from ninja import Schema
+from ninja import Field, Schema
 
 
 class ConversationOut(Schema):
@@ -85,3 +86,28 @@ class TagSummaryOut(Schema):
     summary: str
     tokens: int
     covers_until: int
+
+
+class RequestContextOut(Schema):
+    request_id: str
+    created_at: datetime
+    ceiling: int
+    planned: bool
+    client_tokens: int
+    upstream_tokens: int
+    report: dict[str, Any]
+    payload: str
+
+
+class SearchIn(Schema):
+    query: str = Field(min_length=1, max_length=2000)
+    limit: int = Field(10, ge=1, le=50)
+
+
+class QuoteOut(Schema):
+    position: int
+    role: str
+    session_date: date | None
+    score: float
+    signals: dict[str, float]
+    excerpt: str

@@ -27,6 +27,7 @@ import orjson
 from django.conf import settings
 from django.utils import timezone
 
+from memory_app.engine.types import PayloadPlan
 from memory_app.services.planning import payload_plan_for_request
 from proxy_app import upstream
 from proxy_app.db import db_call
@@ -86,6 +87,7 @@ class Context:
     marker: str | None = None
     error: str = ""
     reply_kept: bool = False  # the reply's turns are in the record and the state
+    plan: PayloadPlan | None = None
 
 
 async def handle(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -206,6 +208,7 @@ async def _prepare(ctx: Context, body: bytes) -> None:
             ceiling=ceiling,
             cache_aware=ctx.key.cache_aware_layout,
         )
+        ctx.plan = plan
         if plan is not None and not plan.passthrough:
             ctx.upstream_body = orjson.dumps(_planned_body(adapter, exchange, plan))
             return
@@ -260,7 +263,26 @@ def _record(ctx: Context, stream: bool) -> ExchangeRecord:
         record.replaced_from = replaced
         state.hashes[position:] = hashes[skip:]
         record.turn_count = len(state.hashes)
+    if ctx.plan is not None and state is not None:
+        record.context = _context(ctx, ctx.plan)
     return record
+
+
+def _context(ctx: Context, plan: PayloadPlan) -> dict[str, Any]:
+    """The request's context record (``memory_app.models.RequestContext``)."""
+    planned = not plan.passthrough and not ctx.error  # a failed plan was not applied
+    capture = ctx.key.capture_payloads and planned
+    report = plan.report
+    return {
+        "ceiling": report.get("ceiling", 0),
+        "planned": planned,
+        "client_tokens": report.get("client_tokens", 0),
+        "upstream_tokens": report.get("upstream_tokens", 0)
+        if planned
+        else report.get("client_tokens", 0),
+        "report": report,
+        "payload": ctx.upstream_body.decode("utf-8", "replace") if capture else "",
+    }
 
 
 async def _forward(
@@ -385,13 +407,26 @@ def _record_reply(ctx: Context, reply: Reply) -> None:
     assert record is not None
     usage = reply.usage
     record.upstream_tokens = usage.input_tokens
-    record.client_tokens = usage.input_tokens  # passthrough: what we forwarded is what they sent
+    record.client_tokens = _client_tokens(record, usage.input_tokens)
     record.cached_tokens = usage.cache_read_tokens
     record.cache_write_tokens = usage.cache_write_tokens
     record.output_tokens = usage.output_tokens
     record.model = reply.model or record.model
     record.error = _join(record.error, reply.error)
     _reply_keep(ctx, reply)
+
+
+def _client_tokens(record: ExchangeRecord, upstream: int) -> int:
+    """What the client's own request would have cost in input tokens: the
+    provider's count when we forwarded it as sent, else that count scaled by
+    our tokenizer's ratio of the history as sent to the payload as planned."""
+    context = record.context
+    if not context or not context["planned"]:
+        return upstream
+    sent, planned = context["client_tokens"], context["upstream_tokens"]
+    if not upstream:
+        return int(sent)
+    return round(upstream * sent / planned) if planned else upstream
 
 
 def _reply_keep(ctx: Context, reply: Reply) -> None:

@@ -18,10 +18,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memory_app.models import Conversation, Turn
+from memory_app.models import Conversation, RequestContext, Turn
 from proxy_app.bulk import bulk_insert
 from telemetry_app.models import Component, LLMCall, RequestLog
 from telemetry_app.pricing import call_cost, price_lookup
+from telemetry_app.rollups import rollups_add
 from vcloud.accounts.models import VCKey
 
 log = logging.getLogger(__name__)
@@ -61,12 +62,14 @@ class ExchangeRecord:
     cache_write_tokens: int = 0
     output_tokens: int = 0
     cost: Decimal = Decimal(0)
+    baseline_cost: Decimal = Decimal(0)  # the full history the client sent, same model
     priced: bool = False
     overhead_ms: float = 0.0
     upstream_ms: float = 0.0
     passthrough: bool = False
     ledger: bool = True  # an LLM call (not count_tokens or a model list)
     error: str = ""
+    context: dict[str, Any] | None = None  # the planner's record of the window (RequestContext)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +159,12 @@ def records_persist(records: list[ExchangeRecord]) -> None:
     if not records:
         return
     _turns_persist(records)
-    bulk_insert(RequestLog, [_request_row(r) for r in records])
-    bulk_insert(LLMCall, [_ledger_row(r) for r in records if r.ledger and r.status])
+    requests = [_request_row(r) for r in records]
+    bulk_insert(RequestLog, requests)
+    bulk_insert(RequestContext, [_context_row(r) for r in records if r.context])
+    calls = [_ledger_row(r) for r in records if r.ledger and r.status]
+    bulk_insert(LLMCall, calls)
+    rollups_add(requests=requests, calls=calls)
     _counters_update(records)
 
 
@@ -171,6 +178,13 @@ def records_price(records: list[ExchangeRecord]) -> None:
             input_tokens=record.upstream_tokens,
             output_tokens=record.output_tokens,
             cache_read_tokens=record.cached_tokens,
+            cache_write_tokens=record.cache_write_tokens,
+        )
+        record.baseline_cost = call_cost(
+            price,
+            input_tokens=record.client_tokens,
+            output_tokens=record.output_tokens,
+            cache_read_tokens=min(record.cached_tokens, record.client_tokens),
             cache_write_tokens=record.cache_write_tokens,
         )
 
@@ -233,10 +247,21 @@ def _request_row(r: ExchangeRecord) -> dict[str, Any]:
         "cached_tokens": r.cached_tokens,
         "output_tokens": r.output_tokens,
         "cost": r.cost,
+        "baseline_cost": r.baseline_cost,
         "overhead_ms": r.overhead_ms,
         "upstream_ms": r.upstream_ms,
         "passthrough": r.passthrough,
         "error": r.error,
+        "created_at": r.created_at,
+    }
+
+
+def _context_row(r: ExchangeRecord) -> dict[str, Any]:
+    assert r.context is not None
+    return {
+        **r.context,
+        "conversation_id": r.conversation_id,
+        "request_id": r.request_id,
         "created_at": r.created_at,
     }
 

@@ -1,4 +1,5 @@
-"""Price catalog, the append-only LLM-call ledger and the request log."""
+"""Price catalog, the append-only LLM-call ledger, the request log and the rollups
+the report pages read (maintained by ``telemetry_app.rollups``)."""
 
 from __future__ import annotations
 
@@ -102,6 +103,12 @@ class RequestLog(models.Model):
     cached_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=0)
+    baseline_cost = models.DecimalField(
+        max_digits=14,
+        decimal_places=8,
+        default=0,
+        help_text="What the full history the client sent would have cost.",
+    )
     overhead_ms = models.FloatField(default=0)
     upstream_ms = models.FloatField(default=0)
     passthrough = models.BooleanField(default=False)
@@ -118,3 +125,65 @@ class RequestLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.format} {self.model} {self.status}"
+
+
+class Rollup(models.Model):
+    """Totals of one hour × account × key × model × component.
+
+    Proxied requests land under ``proxy_upstream`` with their key; vcloud's own
+    LLM calls (tagger, compactor, …) under their component, without a key.
+    Normally one row per bucket; two writers creating the same new bucket at
+    the same instant may leave two rows, which every report sums anyway.
+    """
+
+    hour = models.DateTimeField(help_text="Start of the hour (UTC).")
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="rollups")
+    vckey = models.ForeignKey(
+        VCKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="rollups"
+    )
+    model = models.CharField(max_length=200, blank=True)
+    component = models.CharField(max_length=20, choices=Component.choices)
+    requests = models.PositiveIntegerField(default=0, help_text="Proxied requests.")
+    calls = models.PositiveIntegerField(default=0, help_text="LLM calls (ledger rows).")
+    errors = models.PositiveIntegerField(default=0, help_text="Requests without a 2xx/3xx reply.")
+    client_tokens = models.BigIntegerField(default=0)
+    upstream_tokens = models.BigIntegerField(default=0, help_text="Input tokens sent to the LLM.")
+    cached_tokens = models.BigIntegerField(default=0)
+    cache_write_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    baseline_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    duration_ms = models.FloatField(default=0, help_text="Sum: upstream or LLM call time.")
+    overhead_ms = models.FloatField(default=0, help_text="Sum: time in the proxy before upstream.")
+
+    class Meta:
+        ordering = ["-hour"]
+        indexes = [models.Index(fields=["account", "hour"])]
+
+    def __str__(self) -> str:
+        return f"{self.hour:%Y-%m-%d %H:00} {self.component} {self.model}"
+
+
+class SessionRollup(models.Model):
+    """Totals of one day × conversation: the savings report's per-session rows."""
+
+    day = models.DateField(help_text="UTC date.")
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="session_rollups")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="rollups")
+    requests = models.PositiveIntegerField(default=0)
+    client_tokens = models.BigIntegerField(default=0)
+    upstream_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    baseline_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+    own_calls = models.PositiveIntegerField(default=0, help_text="vcloud's own LLM calls.")
+    own_cost = models.DecimalField(max_digits=20, decimal_places=8, default=0)
+
+    class Meta:
+        ordering = ["-day"]
+        indexes = [
+            models.Index(fields=["account", "day"]),
+            models.Index(fields=["day", "conversation"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} conversation {self.conversation_id}"

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from memory_app import models as mm
 from telemetry_app.models import Component, LLMCall, RequestLog
+from telemetry_app.rollups import rollups_add
 from vcloud.accounts.models import Account, VCKey
 from vcloud.accounts.services import account_for_user, vckey_create
 
@@ -123,12 +124,22 @@ def memory_graph_create(conversation: mm.Conversation) -> dict[str, Any]:
     mm.MemoryJob.objects.create(
         conversation=conversation, kind="process", state=mm.JobState.DONE, progress=1, total=1
     )
+    mm.RequestContext.objects.create(
+        conversation=conversation,
+        request_id=f"req-{conversation.pk}-ctx",
+        ceiling=4000,
+        planned=True,
+        client_tokens=9000,
+        upstream_tokens=3800,
+        report={"parts": {"fixed": 100, "window": 2000, "recall": 1700, "headroom": 200}},
+        created_at=timezone.now(),
+    )
     return {"tag": tag, "segment": segment, "fact": new}
 
 
 def ledger_create(account: Account, conversation: mm.Conversation | None = None) -> LLMCall:
     now = timezone.now()
-    RequestLog.objects.create(
+    request = RequestLog.objects.create(
         account=account,
         conversation=conversation,
         request_id=f"req-{account.pk}-{now.timestamp()}",
@@ -140,7 +151,7 @@ def ledger_create(account: Account, conversation: mm.Conversation | None = None)
         upstream_tokens=400,
         created_at=now,
     )
-    return LLMCall.objects.create(
+    call = LLMCall.objects.create(
         account=account,
         conversation=conversation,
         component=Component.PROXY_UPSTREAM,
@@ -151,3 +162,52 @@ def ledger_create(account: Account, conversation: mm.Conversation | None = None)
         cost=Decimal("0.0015"),
         created_at=now,
     )
+    rollups_add(requests=[_row(request)], calls=[_row(call)])
+    return call
+
+
+def _row(obj: Any) -> dict[str, Any]:
+    """A saved row as the plain dict the writer inserts (column name → value)."""
+    return {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields}
+
+
+def exchange_record(
+    account: Account,
+    key: VCKey,
+    conversation: mm.Conversation | None = None,
+    *,
+    request_id: str,
+    **extra: Any,
+) -> Any:
+    """One proxied request as the writer records it (``proxy_app.services``): by
+    default a priced 1000-token claude-sonnet-4-5 call the client sent as 3000."""
+    from proxy_app.services import ExchangeRecord
+
+    fields: dict[str, Any] = {
+        "format": "anthropic",
+        "provider": "anthropic",
+        "path": "/v1/messages",
+        "model": "claude-sonnet-4-5",
+        "stream": False,
+        "status": 200,
+        "created_at": timezone.now(),
+        "client_tokens": 3000,
+        "upstream_tokens": 1000,
+        "output_tokens": 100,
+        **extra,
+    }
+    return ExchangeRecord(
+        request_id=request_id,
+        account_id=account.pk,
+        key_id=key.pk,
+        conversation_id=conversation.pk if conversation else None,
+        **fields,
+    )
+
+
+def records_write(records: list[Any]) -> None:
+    """Price and persist records the way the background writer does."""
+    from proxy_app.services import records_persist, records_price
+
+    records_price(records)
+    records_persist(records)

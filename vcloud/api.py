@@ -12,7 +12,7 @@ from ninja import NinjaAPI
 from ninja.security import APIKeyHeader, HttpBearer, SessionAuth
 
 from memory_app.api import router as memory_router
-from memory_app.errors import ConversationNotFound
+from memory_app.errors import ConversationNotFound, RequestContextNotFound
 from vcloud.accounts.models import Account
 from vcloud.accounts.selectors import vckey_resolve
 from vcloud.accounts.services import account_for_user
@@ -55,3 +55,9 @@ api.add_router("/conversations", memory_router)
 @api.exception_handler(ConversationNotFound)
 def conversation_not_found(request: HttpRequest, exc: Exception) -> HttpResponse:
     return api.create_response(request, {"detail": "conversation not found"}, status=404)
+
+
+@api.exception_handler(RequestContextNotFound)
+def request_context_not_found(request: HttpRequest, exc: Exception) -> HttpResponse:
+    detail = "no context record for this request (it was forwarded as sent, under its ceiling)"
+    return api.create_response(request, {"detail": detail}, status=404)

@@ -11,5 +11,6 @@ admin.site.site_title = "vcloud admin"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
+    path("dashboard/", include("telemetry_app.urls")),
     path("", include("vcloud.accounts.urls")),
 ]

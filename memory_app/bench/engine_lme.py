@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import sys
 import time
 from collections import defaultdict
@@ -96,6 +97,7 @@ class Options:
     signals: tuple[str, ...] = SIGNALS
     search_limit: int = SEARCH_LIMIT
     use_dates: bool = True
+    protected: int = PROTECTED
 
 
 @dataclass(slots=True)
@@ -155,8 +157,58 @@ def question_turns(question: dict[str, Any]) -> list[TurnView]:
     return turns
 
 
+@dataclass(slots=True)
+class Memory:
+    """A question's tagged, embedded and compacted history (cached on disk)."""
+
+    turns: list[TurnView]
+    watermark: int
+    units: list[MemoryUnit]
+    matrix: Any
+    vocab: TagVocabulary
+    seconds: dict[str, float]
+
+
 def prepare(question: dict[str, Any], embedder: Embedder, options: Options) -> Prepared:
     """Tag, embed, compact, index and search one question (see the module docstring)."""
+    memory = memory_cached(question, embedder, options.protected)
+    clock = dict(memory.seconds)
+    started = time.perf_counter()
+    weights = {name: (1.0 if name in options.signals else 0.0) for name in SIGNALS}
+    index = RetrievalIndex.build(memory.units, memory.matrix, RetrievalSettings(weights=weights))
+    query = query_for(question, memory.vocab, embedder, options)
+    scored = expand_to_turns(index.search(query, options.search_limit), memory.units)
+    clock["search"] = time.perf_counter() - started
+    units = {u.key: u for u in memory.units}
+    return Prepared(memory.turns, memory.watermark, units, scored, clock)
+
+
+def memory_cached(question: dict[str, Any], embedder: Embedder, protected: int) -> Memory:
+    """``memory_build``, kept in ``var/bench-cache/engine_lme`` between runs."""
+    name = f"{question['question_id']}-{embedder.model_name}-{protected}-v1.pkl"
+    path = Path(os.environ.get("VC_EMBED_CACHE_DIR", DEFAULT_CACHE_DIR)) / "engine_lme" / name
+    if path.exists():
+        with path.open("rb") as handle:
+            memory: Memory = _Unpickler(handle).load()
+        memory.seconds = {"cached": 0.0}
+        return memory
+    memory = memory_build(question, embedder, protected)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        pickle.dump(memory, handle)
+    return memory
+
+
+class _Unpickler(pickle.Unpickler):
+    """Run as ``python -m``, this module is ``__main__``: read its classes from here."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "__main__":
+            module = __spec__.name if __spec__ else __name__
+        return super().find_class(module, name)
+
+
+def memory_build(question: dict[str, Any], embedder: Embedder, protected: int) -> Memory:
     clock: dict[str, float] = {}
     started = time.perf_counter()
 
@@ -177,7 +229,7 @@ def prepare(question: dict[str, Any], embedder: Embedder, options: Options) -> P
     vectors = embedder.encode([t.text[:EMBED_CHARS] or t.role for t in history])
     lap("embed")
 
-    watermark = max(0, len(turns) - PROTECTED)
+    watermark = max(0, len(turns) - protected)
     settings = CompactionSettings()
     compacted = history[:watermark]
     plans = segmenter.segments_plan(compacted, settings, vectors[:watermark] if compacted else None)
@@ -223,15 +275,7 @@ def prepare(question: dict[str, Any], embedder: Embedder, options: Options) -> P
         for i, (plan, summary) in enumerate(zip(plans, summaries, strict=True))
     ]
     matrix = np.vstack([vectors, segment_vectors]).astype(np.float32)
-    weights = {name: (1.0 if name in options.signals else 0.0) for name in SIGNALS}
-    index = RetrievalIndex.build(units, matrix, RetrievalSettings(weights=weights))
-    lap("index")
-
-    query = query_for(question, vocab, embedder, options)
-    lap("query")
-    scored = expand_to_turns(index.search(query, options.search_limit), units)
-    lap("search")
-    return Prepared(turns, watermark, {u.key: u for u in units}, scored, clock)
+    return Memory(turns, watermark, units, matrix, vocab, clock)
 
 
 def query_for(
@@ -252,7 +296,7 @@ def query_for(
     return query
 
 
-def payload_for(prepared: Prepared, ceiling: int) -> tuple[str, Any]:
+def payload_for(prepared: Prepared, ceiling: int, protected: int = PROTECTED) -> tuple[str, Any]:
     """The text sent upstream at ``ceiling`` and the plan behind it."""
     turns = prepared.turns
     plan = assembly.plan_payload(
@@ -262,7 +306,7 @@ def payload_for(prepared: Prepared, ceiling: int) -> tuple[str, Any]:
             turns=turns,
             watermark=prepared.watermark,
             count=count_text,
-            protected_turns=PROTECTED,
+            protected_turns=protected,
             scored=prepared.scored,
             units=prepared.units,
         )
@@ -293,11 +337,12 @@ def run(
     for n, question in enumerate(questions, 1):
         prepared = prepare(question, embedder, options)
         for ceiling in options.ceilings:
-            text, plan = payload_for(prepared, ceiling)
+            text, plan = payload_for(prepared, ceiling, options.protected)
             row = ev.score_payload(question, text)
             row["ceiling"] = ceiling
             row["payload_tokens"] = count_text(text)
             row["recalled"] = len(plan.recalled)
+            row["parts"] = dict(plan.tokens_by_part)
             rows[ceiling].append(row)
         if progress is not None:
             hits = " ".join(
@@ -333,6 +378,12 @@ def report(rows: dict[int, list[dict[str, Any]]]) -> str:
         f"{np.mean([r['payload_tokens'] for r in rs]):.0f}" if rs else "-" for rs in rows.values()
     ]
     lines.append("| mean payload tokens | | " + " | ".join(tokens) + " |")
+    for part in ("fixed", "stable", "window", "recall", "headroom"):
+        means = [
+            f"{np.mean([r.get('parts', {}).get(part, 0) for r in rs]):.0f}" if rs else "-"
+            for rs in rows.values()
+        ]
+        lines.append(f"| mean {part} tokens | | " + " | ".join(means) + " |")
     return "\n".join(lines)
 
 
@@ -351,6 +402,7 @@ def main(argv: Sequence[str] | None = None, out: Any = None) -> dict[int, list[d
     parser.add_argument("--signals", default=",".join(SIGNALS))
     parser.add_argument("--search-limit", type=int, default=SEARCH_LIMIT)
     parser.add_argument("--no-dates", action="store_true", help="no date range or order hint")
+    parser.add_argument("--protected", type=int, default=PROTECTED, help="turns kept verbatim")
     parser.add_argument("--json", default="", help="write the rows to this file")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
@@ -364,6 +416,7 @@ def main(argv: Sequence[str] | None = None, out: Any = None) -> dict[int, list[d
         signals=signals,
         search_limit=args.search_limit,
         use_dates=not args.no_dates,
+        protected=args.protected,
     )
     ev = evidence()
     types = [t for t in args.types.split(",") if t]
@@ -387,4 +440,7 @@ def main(argv: Sequence[str] | None = None, out: Any = None) -> dict[int, list[d
 
 
 if __name__ == "__main__":
-    main()
+    # Through the package, so that cached pickles name its classes, not __main__'s.
+    from memory_app.bench.engine_lme import main as package_main
+
+    package_main()

@@ -68,6 +68,7 @@ class _Item:
     why: str
     span: frozenset[int]  # the turns it stands for
     verbatim: bool
+    hit: str = ""  # the retrieval hit that brought it (a turn's key for its segment summary)
 
 
 _PLACEHOLDER = _Item("", (0, 0, ""), "", 0.0, "", frozenset(), False)
@@ -104,6 +105,7 @@ def plan_payload(inputs: PlanInputs) -> PayloadPlan:
         recall = ""
     plan.stable_block, plan.recall_block = stable, recall
     plan.recalled = [(item.key, inputs.count(item.line), item.why) for item in chosen]
+    plan.recalled_hits = {item.key: item.hit for item in chosen}
     _account(inputs, plan, window_tokens, len(groups))
     return plan
 
@@ -295,6 +297,7 @@ def _item(unit: MemoryUnit, hit: Scored, why: str, roles: dict[int, str]) -> _It
         why=why,
         span=frozenset(range(unit.start_position, unit.end_position + 1)),
         verbatim=unit.kind == "turn",
+        hit=hit.key,
     )
 
 

@@ -226,8 +226,10 @@ class PayloadPlan:
     kept_positions: list[int] = field(default_factory=list)
     dropped_positions: list[int] = field(default_factory=list)
     recalled: list[tuple[str, int, str]] = field(default_factory=list)  # (key, tokens, why)
+    recalled_hits: dict[str, str] = field(default_factory=dict)  # recalled key → hit's key
     tokens_by_part: dict[str, int] = field(
         default_factory=dict
     )  # fixed stable window recall headroom
     window_truncated: bool = False
     reasons: list[str] = field(default_factory=list)
+    report: dict[str, Any] = field(default_factory=dict)  # filled by the caller, for the record

@@ -31,7 +31,14 @@ from memory_app.engine import temporal, tokens
 from memory_app.engine.assembly import plan_payload
 from memory_app.engine.inbound import InboundTagger
 from memory_app.engine.retrieval import RetrievalIndex, expand_to_turns
-from memory_app.engine.types import MemoryUnit, PayloadPlan, PlanInputs, Query, TurnView
+from memory_app.engine.types import (
+    MemoryUnit,
+    PayloadPlan,
+    PlanInputs,
+    Query,
+    Scored,
+    TurnView,
+)
 from memory_app.engine.vectors import vector_from_bytes
 from memory_app.models import Conversation, Segment, Tag, TagSummary, Turn
 from proxy_app.formats.types import Exchange
@@ -44,7 +51,8 @@ _lock = threading.Lock()
 def payload_plan_for_request(
     *, account_id: int, conversation_id: int, exchange: Exchange, ceiling: int, cache_aware: bool
 ) -> PayloadPlan | None:
-    """The plan for this request, or ``None`` to forward it unchanged."""
+    """The plan for this request (``passthrough`` to forward it unchanged), or
+    ``None`` when the conversation is not the account's or has no turns."""
     conversation = (
         Conversation.objects.select_related("account")
         .filter(pk=conversation_id, account_id=account_id)
@@ -55,17 +63,20 @@ def payload_plan_for_request(
     encoding = tokens.encoding_for(exchange.format, exchange.model)
     views = _views(conversation, exchange, encoding)
     fixed = _fixed_tokens(exchange, encoding)
+    config = config_for(conversation.account.memory_settings)
     watermark = min(conversation.watermark, max(0, len(views) - 1))
     if watermark == 0:
         # Nothing compacted yet (a first request bringing its whole history, or
         # a conversation still under the ceiling): forward it as sent; the
         # memory job compacts in the background.
-        return None
-    index, units, tag_matrix = _index(conversation)
+        plan = PayloadPlan(passthrough=True, reasons=["nothing compacted yet: forwarded as sent"])
+        plan.report = _report(plan, [], {}, views, fixed, ceiling, None)
+        return plan
+    index, units, tag_matrix = conversation_index(conversation)
     query = _query(conversation, views, index, tag_matrix)
     scored = expand_to_turns(index.search(query, limit=60), units) if units else []
-    config = config_for(conversation.account.memory_settings)
-    return plan_payload(
+    usable = {u.key: u for u in units if u.start_position < len(views) or u.kind != "turn"}
+    plan = plan_payload(
         PlanInputs(
             ceiling=ceiling,
             fixed_tokens=fixed,
@@ -74,12 +85,94 @@ def payload_plan_for_request(
             count=lambda text: tokens.count_text(text, encoding),
             protected_turns=config.protected_turns,
             scored=scored,
-            units={u.key: u for u in units if u.start_position < len(views) or u.kind != "turn"},
+            units=usable,
             topic_hint=_topic_hint(conversation),
             stable_summaries=[u for u in units if u.kind == "tag_summary"],
             cache_aware=cache_aware,
         )
     )
+    plan.report = _report(plan, scored, usable, views, fixed, ceiling, query)
+    return plan
+
+
+def _report(
+    plan: PayloadPlan,
+    scored: list[Scored],
+    units: dict[str, MemoryUnit],
+    views: list[TurnView],
+    fixed: int,
+    ceiling: int,
+    query: Query | None,
+) -> dict[str, Any]:
+    """The plan as the request's context record keeps it (``RequestContext.report``)."""
+    client = fixed + sum(v.tokens for v in views)
+    parts = dict(plan.tokens_by_part) or {"fixed": fixed, "window": client - fixed}
+    used = sum(n for k, n in parts.items() if k != "headroom")
+    parts["headroom"] = max(0, ceiling - used)
+    recalled = {key: (n, why) for key, n, why in plan.recalled}
+    by_key = {s.key: s for s in scored}
+    brought = set(plan.recalled_hits.values())
+    return {
+        "ceiling": ceiling,
+        "client_tokens": client,
+        "upstream_tokens": client if plan.passthrough else used,
+        "parts": parts,
+        "kept": _ranges(plan.kept_positions),
+        "dropped": _ranges(plan.dropped_positions),
+        "window_start": plan.window_start,
+        "window_truncated": plan.window_truncated,
+        "recalled": [
+            _item(by_key.get(plan.recalled_hits.get(k, k)), units.get(k), k, n, why)
+            for k, (n, why) in recalled.items()
+        ],
+        "left_out": [
+            _item(s, units.get(s.key), s.key, 0, "")
+            for s in scored[:40]
+            if s.key not in recalled and s.key not in brought
+        ][:20],
+        "query": _query_report(query),
+        "reasons": list(plan.reasons),
+    }
+
+
+def _item(
+    hit: Scored | None, unit: MemoryUnit | None, key: str, tokens_used: int, why: str
+) -> dict[str, Any]:
+    return {
+        "key": key,
+        "kind": unit.kind if unit else "",
+        "tokens": tokens_used or (unit.tokens if unit else 0),
+        "why": why or ("; ".join(hit.why) if hit else ""),
+        "score": round(float(hit.score), 6) if hit else None,
+        "signals": {k: round(float(v), 4) for k, v in hit.signals.items()} if hit else {},
+        "ranks": {k: int(v) for k, v in hit.ranks.items()} if hit else {},
+        "positions": [unit.start_position, unit.end_position] if unit else None,
+        "session_date": unit.session_date.isoformat() if unit and unit.session_date else None,
+        "preview": unit.text[:200] if unit else "",
+    }
+
+
+def _query_report(query: Query | None) -> dict[str, Any]:
+    if query is None:
+        return {}
+    span = query.date_range
+    return {
+        "text": query.text[:300],
+        "tags": [[name, round(weight, 3)] for name, weight in query.tags],
+        "date_range": [d.isoformat() for d in span] if span else None,
+        "order_hint": query.order_hint,
+    }
+
+
+def _ranges(positions: list[int]) -> list[list[int]]:
+    """[3, 4, 5, 9] → [[3, 5], [9, 9]]."""
+    out: list[list[int]] = []
+    for p in sorted(positions):
+        if out and p == out[-1][1] + 1:
+            out[-1][1] = p
+        else:
+            out.append([p, p])
+    return out
 
 
 def _views(conversation: Conversation, exchange: Exchange, encoding: str) -> list[TurnView]:
@@ -127,7 +220,9 @@ def _state_key(conversation: Conversation) -> tuple[Any, ...]:
     )
 
 
-def _index(conversation: Conversation) -> tuple[RetrievalIndex, list[MemoryUnit], Any]:
+def conversation_index(conversation: Conversation) -> tuple[RetrievalIndex, list[MemoryUnit], Any]:
+    """The conversation's retrieval index (cached until its memory changes),
+    its units, and its tag vocabulary's (names, vectors)."""
     key = _state_key(conversation)
     with _lock:
         if key in _indexes:

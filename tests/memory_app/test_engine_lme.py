@@ -4,6 +4,7 @@ engine with the hashing embedder and come back scored by ``evidence.py``."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
@@ -14,11 +15,17 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_main_scores_two_questions_per_ceiling() -> None:
+def test_main_scores_two_questions_per_ceiling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VC_EMBED_CACHE_DIR", str(tmp_path))
     out = io.StringIO()
-    rows = engine_lme.main(
-        ["--limit", "2", "--ceilings", "4000,16000", "--embedder", "hashing", "--quiet"], out
-    )
+    argv = ["--limit", "2", "--ceilings", "4000,16000", "--embedder", "hashing", "--quiet"]
+    rows = engine_lme.main(argv, out)
+    # The second run reads each question's compacted memory from the cache.
+    assert len(list((tmp_path / "engine_lme").glob("*.pkl"))) == 2
+    again = engine_lme.main(argv, io.StringIO())
+    assert [r.get("hit") for r in again[4000]] == [r.get("hit") for r in rows[4000]]
     assert sorted(rows) == [4000, 16000]
     for ceiling, ceiling_rows in rows.items():
         assert len(ceiling_rows) == 2
@@ -34,6 +41,7 @@ def test_main_scores_two_questions_per_ceiling() -> None:
     text = out.getvalue()
     assert "not the official benchmark" in text
     assert "mean payload tokens" in text
+    assert "mean window tokens" in text
 
 
 def test_signals_are_validated() -> None:

@@ -28,6 +28,15 @@ def _api(proxy_key: ProxyKey, path: str, raw_key: str | None = None) -> httpx.Re
     )
 
 
+def _post(proxy_key: ProxyKey, path: str, body: Any, raw_key: str | None = None) -> httpx.Response:
+    return httpx.post(
+        f"{proxy_key.server.url}/api/v1/{path}",
+        json=body,
+        headers={"Authorization": f"Bearer {raw_key or proxy_key.raw}"},
+        timeout=30,
+    )
+
+
 def _settled(
     proxy_key: ProxyKey, conversation_id: int, turns: int, timeout: float = 60
 ) -> dict[str, Any]:
@@ -98,6 +107,46 @@ def test_a_long_history_is_compacted_in_the_background_and_shown_by_the_api(
     assert "sink" in recalled  # earlier turns about the sink, found for this question
     assert len(json.dumps(sent)) < len(json.dumps(history))
     assert detail["watermark"] > 0
+    _assert_context_records(proxy_key, conversation_id, ceiling=2_000)
+
+
+def _assert_context_records(proxy_key: ProxyKey, conversation_id: int, ceiling: int) -> None:
+    """The API shows what each planned request's window held, and why."""
+    requests = _api(proxy_key, f"conversations/{conversation_id}/requests").json()
+    newest, first = requests[0], requests[-1]
+    path = f"conversations/{conversation_id}/requests/{newest['request_id']}/context"
+    context = _api(proxy_key, path).json()
+    assert context["planned"] is True
+    assert context["ceiling"] == ceiling
+    assert context["client_tokens"] > context["upstream_tokens"]
+    report = context["report"]
+    parts = report["parts"]
+    assert sum(n for k, n in parts.items() if k != "headroom") + parts["headroom"] == ceiling
+    assert report["dropped"]  # old turns left out of the window …
+    assert report["recalled"]  # … and recalled ones, with how each signal saw them
+    assert all(item["signals"] and item["score"] for item in report["recalled"])
+    assert any("sink" in item["preview"] for item in report["recalled"])
+    assert context["payload"] == ""  # the account does not capture payloads
+    # The saving is on record: the client's tokens, scaled from the provider's count.
+    assert newest["client_tokens"] > newest["upstream_tokens"] > 0
+
+    # The first request was forwarded as sent: nothing had been compacted yet.
+    first_context = _api(
+        proxy_key, f"conversations/{conversation_id}/requests/{first['request_id']}/context"
+    ).json()
+    assert first_context["planned"] is False
+    assert first_context["report"]["reasons"] == ["nothing compacted yet: forwarded as sent"]
+    assert first["client_tokens"] == first["upstream_tokens"]
+
+    # Quote search finds the stored turns, best first, with an excerpt.
+    found = _post(proxy_key, f"conversations/{conversation_id}/search", {"query": "cabinets"})
+    assert found.status_code == 200
+    hits = found.json()
+    assert hits
+    assert "cabinet" in hits[0]["excerpt"].lower()
+    assert hits[0]["score"] >= hits[-1]["score"]
+    bad = _post(proxy_key, f"conversations/{conversation_id}/search", {"query": ""})
+    assert bad.status_code == 422
 
 
 def test_the_api_never_shows_another_accounts_conversation(
@@ -114,5 +163,10 @@ def test_the_api_never_shows_another_accounts_conversation(
     assert response.status_code == 404
     assert response.json() == {"detail": "conversation not found"}
     assert _api(other, f"conversations/{conversation_id}/segments").status_code == 404
+    context = _api(other, f"conversations/{conversation_id}/requests/any/context")
+    assert context.status_code == 404
+    assert context.json() == {"detail": "conversation not found"}
+    search = _post(other, f"conversations/{conversation_id}/search", {"query": "hello"})
+    assert search.status_code == 404
     assert all(c["id"] != conversation_id for c in _api(other, "conversations").json())
     assert _api(proxy_key, "conversations", raw_key="vck_wrong").status_code == 401

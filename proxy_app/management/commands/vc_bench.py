@@ -1,6 +1,7 @@
 """vc_bench proxy [--seconds S] [--connections C] [--pairs N] [--json]
 vc_bench longmemeval [--split dev|PATH] [--ceiling N[,N…]]… [--limit N] [--types T,…]
-                     [--embedder minilm|hashing] [--json]"""
+                     [--embedder minilm|hashing] [--json]
+vc_bench dashboard [--requests N] [--calls N] [--sessions N] [--runs N] [--json]"""
 
 from __future__ import annotations
 
@@ -43,10 +44,24 @@ class Command(BaseCommand):
         lme.add_argument("--timeout", type=float, default=600, help="seconds per question")
         lme.add_argument("--cache-dir", default=None, help="embedding cache ('' turns it off)")
         lme.add_argument("--json", action="store_true")
+        dash = sub.add_parser("dashboard", help="render time of the dashboard pages at scale")
+        dash.add_argument("--requests", type=int, default=1_000_000)
+        dash.add_argument("--calls", type=int, default=100_000)
+        dash.add_argument("--sessions", type=int, default=10_000)
+        dash.add_argument("--runs", type=int, default=7)
+        dash.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["bench"] == "longmemeval":
             self._longmemeval(options)
+            return
+        if options["bench"] == "dashboard":
+            from telemetry_app import bench as dashboard_bench
+
+            keys = ("requests", "calls", "sessions", "runs")
+            figures = dashboard_bench.run(**{k: options[k] for k in keys})
+            json_out = json.dumps(figures, indent=2)
+            self.stdout.write(json_out if options["json"] else dashboard_bench.report(figures))
             return
         if options["bench"] in ("ingest", "inbound"):
             figures = _memory_bench(options)
