@@ -33,6 +33,8 @@ class MemoryConfig:
     soft_threshold: float = 0.70
     hard_threshold: float = 0.85
     protected_turns: int = 6
+    window_share: float = 0.35
+    stable_share: float = 0.10
     compaction_target: float = 0.50
     segment_max_tokens: int = 2_000
     segment_max_turns: int = 12
@@ -138,6 +140,8 @@ def _check_ranges(c: MemoryConfig) -> None:
         problems.append("protected_turns ≥ 0, segment_max_turns ≥ 1, segment_max_tokens ≥ 50")
     if not 0 < c.summary_ratio <= 1 or c.summary_max_tokens < 20:
         problems.append("0 < summary_ratio ≤ 1 and summary_max_tokens ≥ 20")
+    if not 0 < c.window_share <= 1 or not 0 <= c.stable_share <= 0.5:
+        problems.append("0 < window_share ≤ 1 and 0 ≤ stable_share ≤ 0.5")
     if c.tag_summary_max_tokens < 20 or c.gap_hours <= 0 or c.tagger_lookback < 0:
         problems.append("tag_summary_max_tokens ≥ 20, gap_hours > 0, tagger_lookback ≥ 0")
     if not 0 < c.tag_split_share <= 1 or c.tag_split_min_turns < 1:

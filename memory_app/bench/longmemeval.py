@@ -198,6 +198,22 @@ class Rig:
                 return {"settled": False, "job_state": jobs[0]["state"] if jobs else "none"}
             time.sleep(POLL_S)
 
+    def context(self, key: str, conversation: str, requests: int) -> dict[str, Any]:
+        """The context record of the conversation's newest request ({} if it has
+        none), once ``requests`` requests are logged."""
+        auth = {"authorization": f"Bearer {key}"}
+        base = f"/api/v1/conversations/{conversation}/requests"
+        deadline = time.monotonic() + 10
+        while True:
+            logged = self.client.get(base, headers=auth).json()
+            if len(logged) >= requests or time.monotonic() > deadline:
+                break
+            time.sleep(POLL_S)
+        if not logged:
+            return {}
+        found = self.client.get(f"{base}/{logged[0]['request_id']}/context", headers=auth)
+        return found.json() if found.status_code == 200 else {}
+
     def upstream_body(self) -> dict[str, Any]:
         sent = [r for r in self.upstream.fake.requests if r.path.endswith("/v1/messages")]
         if not sent:
@@ -217,6 +233,7 @@ def question_run(rig: Rig, key: str, question: dict[str, Any], ceiling: int) -> 
     rig.post(key, [*history, question_message(question)], session, ceiling)
     text = payload_text(rig.upstream_body())
     rig.upstream.fake.requests.clear()
+    report = rig.context(key, conversation, requests=2).get("report", {})
     row: dict[str, Any] = evidence().score_payload(question, text)
     payload_tokens = count_text(text)
     return row | {
@@ -226,6 +243,8 @@ def question_run(rig: Rig, key: str, question: dict[str, Any], ceiling: int) -> 
         "over_ceiling": payload_tokens > ceiling,
         "processing_s": round(processing_s, 2),
         "conversation_id": int(conversation),
+        "parts": report.get("parts", {}),
+        "reasons": report.get("reasons", []),
         **state,
     }
 
@@ -370,6 +389,10 @@ def ceiling_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "over_ceiling": sum(r["over_ceiling"] for r in rows),
         "payload_to_ceiling": round(_mean(r["payload_tokens"] / r["ceiling"] for r in rows), 2),
         "processing_s_mean": round(_mean(r["processing_s"] for r in rows), 2),
+        "parts_mean": {
+            part: round(_mean(r.get("parts", {}).get(part, 0) for r in rows))
+            for part in ("fixed", "stable", "window", "recall", "headroom")
+        },
         "unsettled": sum(not r["settled"] for r in rows),
         "jobs_failed": sum(r["job_state"] == "failed" for r in rows),
     }
@@ -400,6 +423,9 @@ def _table_by_ceiling(result: dict[str, Any]) -> Iterator[str]:
         cells += [f"{f['payload_to_history_tokens']:.3f}", f"{f['over_ceiling_share']:.0%}"]
         cells += [f"{f['processing_s_mean']:.1f}", str(f["unsettled"]), str(f["jobs_failed"])]
         yield "  ".join(f"{cell:>12}" for cell in cells)
+    for c, f in result["ceilings"].items():
+        parts = ", ".join(f"{k} {v:,}" for k, v in f["parts_mean"].items())
+        yield f"  @{c} mean tokens per part of the planned payload: {parts}"
     for c, f in result["ceilings"].items():
         if f["over_ceiling"]:
             n = f["evidence"]["questions"]

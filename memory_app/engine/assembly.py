@@ -14,7 +14,7 @@ keeps the provider's prompt cache warm"):
   ``ceiling``, ``fixed_tokens`` and ``count``: topics sorted by turn count then
   name, summaries in conversation order, nothing from this message. Two
   requests between compactions get it byte for byte. It takes at most
-  ``STABLE_MAX_SHARE`` of the room left by ``fixed_tokens``; what does not fit
+  ``stable_share`` of the room left by ``fixed_tokens``; what does not fit
   is left out (greedily, in that order) and said in ``reasons``.
 - The kept history is one contiguous verbatim window from the watermark to the
   last turn. A watermark inside a tool chain (a call and the turns answering it)
@@ -48,7 +48,6 @@ from itertools import accumulate
 from memory_app.engine.compaction import unsafe_cuts
 from memory_app.engine.types import MemoryUnit, PayloadPlan, PlanInputs, Scored, TurnView
 
-STABLE_MAX_SHARE = 0.30  # of the room left by the client's system prompt and tools
 STABLE_RULES = (
     "Earlier parts of this conversation were compacted. The topics and summaries "
     "below stand for them; recalled excerpts, when present, come with their dates."
@@ -156,7 +155,7 @@ def _stable_parts(inputs: PlanInputs, reasons: list[str]) -> tuple[list[MemoryUn
     """The tag summaries and the lines of the stable block, within its share."""
     if not inputs.topic_hint and not inputs.stable_summaries:
         return [], []
-    cap = int(STABLE_MAX_SHARE * max(0, inputs.ceiling - inputs.fixed_tokens))
+    cap = int(inputs.stable_share * max(0, inputs.ceiling - inputs.fixed_tokens))
     topic_lines: list[str] = []
     units: list[MemoryUnit] = []
 
@@ -221,6 +220,7 @@ def _window(inputs: PlanInputs, stable: str, plan: PayloadPlan) -> tuple[int, st
     while protected > 0 and protected in unsafe:
         protected -= 1
     room = inputs.ceiling - inputs.fixed_tokens
+    start = _window_start(inputs, start, min(protected, len(turns) - 1), suffix, unsafe, plan)
     cut = _fitting_cut(start, suffix, unsafe, room - _count(inputs, stable))
     if stable and (cut is None or cut > max(start, protected)):
         bare = _fitting_cut(start, suffix, unsafe, room)
@@ -238,6 +238,47 @@ def _window(inputs: PlanInputs, stable: str, plan: PayloadPlan) -> tuple[int, st
             "the cached prefix is lost for this request"
         )
     return cut, stable
+
+
+def _window_start(
+    inputs: PlanInputs,
+    start: int,
+    protected: int,
+    suffix: list[int],
+    unsafe: set[int],
+    plan: PayloadPlan,
+) -> int:
+    """Where the kept window starts once it is held to ``window_share`` of the room.
+
+    The start moves forward only to grid points: the first turn after each
+    further half-share of tokens past ``start``. Grid points depend on the
+    turns from ``start`` on, which later requests only extend, so consecutive
+    requests keep the same start (and the provider's cached prefix) until the
+    window grows by half a share, then jump by at least that much. The last
+    ``protected_turns`` are always kept; the turns passed over stay stored and
+    can be recalled like any older turn."""
+    room = inputs.ceiling - inputs.fixed_tokens
+    cap = int(inputs.window_share * room)
+    if inputs.window_share >= 1.0 or suffix[start] <= cap or start >= protected:
+        return start
+    step = max(1, cap // 2)
+    chosen, mark = start, step
+    for i in range(start + 1, protected + 1):
+        taken = suffix[start] - suffix[i]  # tokens of turns[start:i]
+        if taken < mark:
+            continue
+        mark = (taken // step + 1) * step
+        if i in unsafe:
+            continue
+        chosen = i
+        if suffix[i] <= cap:
+            break
+    if chosen != start:
+        plan.reasons.append(
+            f"window held to {inputs.window_share:.0%} of the room: starts at "
+            f"{inputs.turns[chosen].position}, the {chosen - start} turns before stay recallable"
+        )
+    return chosen
 
 
 def _fitting_cut(start: int, suffix: list[int], unsafe: set[int], room: int) -> int | None:

@@ -37,10 +37,14 @@ Contract:
   ``order_window`` best matched units are put in conversation order and the
   i-th earliest ("first") or latest ("last"), counting from 0, gets
   × (1 + ``order_boost`` / 2^i).
-- ``expand_to_turns(scored, units)`` replaces each segment hit by one hit per
-  turn of its range (at the segment's score, the unit key of that turn when
-  given, else ``t:<position>``), keeps turn and tag-summary hits, and drops a
-  turn already listed: the assembler can then prefer verbatim turns.
+- ``expand_to_turns(scored, units, factor)`` replaces each segment hit by one
+  hit per turn of its range (the unit key of that turn when given, else
+  ``t:<position>``) at ``factor`` × the segment's score: a segment matches as
+  a whole, and most of its turns are not what matched, so they rank after
+  turns that matched themselves unless the segment's match was much
+  stronger. A turn keeps the best score it gets (its own, or a segment's
+  share); tag-summary hits stay; the result is sorted by score (ties: input
+  order). The assembler can then prefer verbatim turns.
 - ``bench(n_units, n_queries)`` builds a synthetic conversation and reports
   build time and per-query p50/p95 in milliseconds (a command's figures, never
   a test's assertion).
@@ -388,12 +392,16 @@ def _ranks(scores: Floats, matched: Mask) -> Ints:
 # ---------------------------------------------------------------- granularity
 
 
-def expand_to_turns(scored: Sequence[Scored], units: Sequence[MemoryUnit]) -> list[Scored]:
-    """Segment hits replaced by their turns, in score order; see the module contract."""
+SEGMENT_TURN_FACTOR = 0.3  # a segment hit's turns score this share of the segment's score
+
+
+def expand_to_turns(
+    scored: Sequence[Scored], units: Sequence[MemoryUnit], factor: float = SEGMENT_TURN_FACTOR
+) -> list[Scored]:
+    """Segment hits replaced by their turns; see the module contract."""
     by_key = {unit.key: unit for unit in units}
     turn_keys = {unit.start_position: unit.key for unit in units if unit.kind == "turn"}
-    expanded: list[Scored] = []
-    seen: set[str] = set()
+    best: dict[str, Scored] = {}
     for hit in scored:
         unit = by_key.get(hit.key)
         if unit is None or unit.kind != "segment":
@@ -402,7 +410,7 @@ def expand_to_turns(scored: Sequence[Scored], units: Sequence[MemoryUnit]) -> li
             candidates = [
                 Scored(
                     key=turn_keys.get(position, f"t:{position}"),
-                    score=hit.score,
+                    score=hit.score * factor,
                     signals=dict(hit.signals),
                     ranks=dict(hit.ranks),
                     why=[*hit.why, f"via {hit.key}"],
@@ -410,10 +418,10 @@ def expand_to_turns(scored: Sequence[Scored], units: Sequence[MemoryUnit]) -> li
                 for position in range(unit.start_position, unit.end_position + 1)
             ]
         for candidate in candidates:
-            if candidate.key not in seen:
-                seen.add(candidate.key)
-                expanded.append(candidate)
-    return expanded
+            if candidate.key not in best or candidate.score > best[candidate.key].score:
+                best[candidate.key] = candidate
+    order = {key: i for i, key in enumerate(best)}
+    return sorted(best.values(), key=lambda h: (-h.score, order[h.key]))
 
 
 # ---------------------------------------------------------------- benchmark

@@ -213,6 +213,8 @@ class PlanInputs:
     topic_hint: list[tuple[str, int, str]] = field(default_factory=list)  # tag, turns, description
     stable_summaries: list[MemoryUnit] = field(default_factory=list)  # tag summaries, stable block
     cache_aware: bool = True
+    window_share: float = 1.0  # the verbatim window beyond the protected turns: ≤ this × room
+    stable_share: float = 0.30  # the stable block: ≤ this × the room left by fixed_tokens
 
 
 @dataclass(slots=True)

@@ -16,12 +16,14 @@ consecutive requests reuse it until the memory job changes something.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from datetime import date
 from typing import Any
 
 import numpy as np
 import orjson
+from django.conf import settings
 from django.db.models import Count, Max
 
 from memory_app import selectors
@@ -41,9 +43,11 @@ from memory_app.engine.types import (
 )
 from memory_app.engine.vectors import vector_from_bytes
 from memory_app.models import Conversation, Segment, Tag, TagSummary, Turn
+from memory_app.services.jobs import pending_jobs
 from proxy_app.formats.types import Exchange
 
 _CACHE_MAX = 64
+HARD_WAIT_POLL = 0.1
 _indexes: OrderedDict[tuple[Any, ...], tuple[RetrievalIndex, list[MemoryUnit], Any]] = OrderedDict()
 _lock = threading.Lock()
 
@@ -64,6 +68,7 @@ def payload_plan_for_request(
     views = _views(conversation, exchange, encoding)
     fixed = _fixed_tokens(exchange, encoding)
     config = config_for(conversation.account.memory_settings)
+    waited = _hard_wait(conversation, views, fixed, ceiling, config.hard_threshold)
     watermark = min(conversation.watermark, max(0, len(views) - 1))
     if watermark == 0:
         # Nothing compacted yet (a first request bringing its whole history, or
@@ -89,10 +94,33 @@ def payload_plan_for_request(
             topic_hint=_topic_hint(conversation),
             stable_summaries=[u for u in units if u.kind == "tag_summary"],
             cache_aware=cache_aware,
+            window_share=config.window_share,
+            stable_share=config.stable_share,
         )
     )
+    if waited is not None:
+        plan.reasons.insert(0, waited)
     plan.report = _report(plan, scored, usable, views, fixed, ceiling, query)
     return plan
+
+
+def _hard_wait(
+    conversation: Conversation, views: list[TurnView], fixed: int, ceiling: int, hard: float
+) -> str | None:
+    """Over the hard threshold with memory work under way, wait for it (at most
+    ``VC_HARD_WAIT_SECONDS``) so the plan sees the compaction it needs; the
+    conversation is reloaded. Returns the reason to record, or None."""
+    window = sum(v.tokens for v in views[conversation.watermark :])
+    if (fixed + window) / ceiling < hard or not pending_jobs(conversation.pk):
+        return None
+    started = time.monotonic()
+    deadline = started + settings.VC_HARD_WAIT_SECONDS
+    while pending_jobs(conversation.pk) and time.monotonic() < deadline:
+        time.sleep(HARD_WAIT_POLL)
+    conversation.refresh_from_db()
+    waited = time.monotonic() - started
+    done = "done" if not pending_jobs(conversation.pk) else "still running"
+    return f"over the hard threshold: waited {waited:.1f} s for compaction ({done})"
 
 
 def _report(

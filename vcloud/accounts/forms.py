@@ -100,6 +100,16 @@ _MEMORY_HELP: dict[str, tuple[str, str]] = {
         "Protected turns",
         "The most recent turns stay verbatim and are never compacted.",
     ),
+    "window_share": (
+        "Window share",
+        "Recent history kept verbatim beyond the protected turns, as a share of the "
+        "ceiling (0–1); older turns come back through recall when they are relevant.",
+    ),
+    "stable_share": (
+        "Stable block share",
+        "Most of the ceiling (0–0.5) the cacheable overview of topics and tag summaries "
+        "may take; the rest goes to what the new message needs.",
+    ),
     "segment_max_tokens": ("Segment max tokens", "A segment closes at this many tokens…"),
     "segment_max_turns": ("Segment max turns", "…or at this many turns, whichever comes first."),
     "gap_hours": ("Gap hours", "A longer pause between turns starts a new segment."),
@@ -120,7 +130,14 @@ _MEMORY_HELP: dict[str, tuple[str, str]] = {
     "tag_split_min_turns": ("Tag split min turns", "…once it is on at least this many turns."),
 }
 _MEMORY_GROUPS = {
-    "Compaction": ("soft_threshold", "hard_threshold", "compaction_target", "protected_turns"),
+    "Compaction": (
+        "soft_threshold",
+        "hard_threshold",
+        "compaction_target",
+        "protected_turns",
+        "window_share",
+        "stable_share",
+    ),
     "Segments and summaries": (
         "segment_max_tokens",
         "segment_max_turns",
@@ -135,6 +152,8 @@ _FRACTIONS = {
     "soft_threshold",
     "hard_threshold",
     "compaction_target",
+    "window_share",
+    "stable_share",
     "summary_ratio",
     "tag_split_share",
 }

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from vcloud.env import env_bool, env_int, env_path, env_str, env_url
+from vcloud.env import env_bool, env_float, env_int, env_path, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 DATA_DIR = env_path("VC_DATA_DIR", BASE_DIR / "var")
@@ -131,6 +131,9 @@ VC_UPSTREAM = {
     "gemini": env_url("VC_UPSTREAM_GEMINI", "https://generativelanguage.googleapis.com"),
 }
 VC_MAX_BODY_BYTES = env_int("VC_MAX_BODY_BYTES", 32 * 1024 * 1024, minimum=1024)
+# A request whose verbatim window is over the hard threshold waits this long at
+# most for the conversation's running memory job (compaction) before planning.
+VC_HARD_WAIT_SECONDS = env_float("VC_HARD_WAIT_SECONDS", 15.0)
 VC_UPSTREAM_CONNECT_TIMEOUT = env_int("VC_UPSTREAM_CONNECT_TIMEOUT", 10, minimum=1)
 VC_UPSTREAM_READ_TIMEOUT = env_int("VC_UPSTREAM_READ_TIMEOUT", 600, minimum=1)
 VC_DEFAULT_CONTEXT_CEILING = env_int("VC_DEFAULT_CONTEXT_CEILING", 16000, minimum=1000)

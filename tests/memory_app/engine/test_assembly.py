@@ -337,3 +337,60 @@ def test_last_chain_over_the_ceiling_is_still_sent_and_said() -> None:
     assert plan.kept_positions == [4, 5]
     assert plan.tokens_by_part["headroom"] < 0
     assert any("over the ceiling" in reason for reason in plan.reasons)
+
+
+# ---------------------------------------------------------------- window share
+
+
+def test_the_window_is_held_to_its_share_and_protected_turns_stay() -> None:
+    turns = history(30, tokens=50)  # 1,500 tokens of uncompacted history
+    plan = plan_payload(inputs(turns, ceiling=2_000, watermark=4, window_share=0.3))
+    room = 2_000 - 100
+    window = plan.tokens_by_part["window"]
+    assert window <= 0.3 * room
+    assert plan.kept_positions[-2:] == [28, 29]  # the protected turns
+    assert plan.kept_positions[0] > 4
+    assert not plan.window_truncated  # held by policy, not cut for lack of room
+    assert any("window held to 30%" in reason for reason in plan.reasons)
+    # Without the share the same history is kept whole from the watermark.
+    whole = plan_payload(inputs(turns, ceiling=2_000, watermark=4))
+    assert whole.kept_positions[0] == 4
+
+
+def test_the_window_start_moves_in_steps_so_the_cached_prefix_survives() -> None:
+    starts = []
+    for n in range(20, 80, 2):  # the conversation grows two turns per request
+        plan = plan_payload(inputs(history(n, 40), ceiling=3_000, window_share=0.3))
+        starts.append(plan.kept_positions[0])
+    assert starts == sorted(starts)  # never moves back
+    moves = [b - a for a, b in zip(starts, starts[1:], strict=False) if b != a]
+    assert moves  # it did move as the window grew …
+    assert len(moves) < len(starts) / 3  # … but most requests kept the previous start
+    step_turns = int(0.3 * (3_000 - 100)) // 2 // 40
+    assert all(move >= step_turns for move in moves)  # and each move is a real jump
+
+
+def test_turns_passed_over_by_the_window_can_be_recalled() -> None:
+    turns = history(30, tokens=50)
+    units = {"t:6": turn_unit(6, words=20)}
+    plan = plan_payload(
+        inputs(
+            turns, ceiling=2_000, watermark=4, window_share=0.3, scored=hits("t:6"), units=units
+        )
+    )
+    assert 6 not in plan.kept_positions
+    assert [key for key, _, _ in plan.recalled] == ["t:6"]
+    assert "fact6" in plan.recall_block
+
+
+def test_a_share_never_splits_a_tool_chain() -> None:
+    rng = random.Random(3)
+    for _ in range(50):
+        turns = []
+        for i in range(40):
+            calls = [f"c{i}"] if i % 5 == 1 else None
+            results = [f"c{i - 1}"] if i % 5 == 2 else None
+            turns.append(turn(i, rng.randint(10, 120), calls=calls, results=results))
+        plan = plan_payload(inputs(turns, ceiling=2_500, window_share=rng.uniform(0.1, 0.6)))
+        assert chain_intact(turns, plan)
+        assert plan.kept_positions[0] not in unsafe_cuts(turns) or plan.kept_positions[0] == 0

@@ -273,8 +273,22 @@ def test_expand_to_turns_maps_a_segment_hit_to_its_turns() -> None:
     hits = build(units).search(Query(text="", tags=[("camping", 1.0)]))
     expanded = expand_to_turns(hits, units)
     assert keys(expanded) == ["t:3", "t:4", "t:5"]
-    assert all(hit.score == hits[0].score for hit in expanded)
+    assert all(hit.score == pytest.approx(hits[0].score * 0.3) for hit in expanded)
     assert expanded[0].why[-1] == "via s:1"
+
+
+def test_a_turn_that_matched_itself_ranks_before_the_rest_of_its_segment() -> None:
+    segment = MemoryUnit(kind="segment", key="s:1", text="", start_position=3, end_position=5)
+    own = Scored(key="t:4", score=0.010)
+    other = Scored(key="t:9", score=0.008)
+    hits = [Scored(key="s:1", score=0.020), own, other]
+    expanded = expand_to_turns(hits, [segment])
+    # t:4 keeps its own score (above the segment's share 0.006); the other turns
+    # of the segment come after the unrelated turn hit t:9.
+    assert keys(expanded) == ["t:4", "t:9", "t:3", "t:5"]
+    assert expanded[0].score == 0.010
+    assert expanded[2].score == pytest.approx(0.006)
+    assert keys(expand_to_turns(hits, [segment], factor=1.0))[:3] == ["t:3", "t:4", "t:5"]
 
 
 def test_expand_to_turns_keeps_turns_and_summaries_once() -> None:
