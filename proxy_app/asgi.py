@@ -44,7 +44,7 @@ from proxy_app.errors import (
 )
 from proxy_app.formats import ADAPTERS, turns_of
 from proxy_app.formats.marker import marker_text
-from proxy_app.formats.recall import recall_attach
+from proxy_app.formats.recall import planned_body
 from proxy_app.formats.types import Exchange, FormatError, Reply
 from proxy_app.keys import ResolvedKey, key_cache_watch, key_resolve
 from proxy_app.relay import relay_stream, send_response
@@ -210,7 +210,7 @@ async def _prepare(ctx: Context, body: bytes) -> None:
         )
         ctx.plan = plan
         if plan is not None and not plan.passthrough:
-            ctx.upstream_body = orjson.dumps(_planned_body(adapter, exchange, plan))
+            ctx.upstream_body = orjson.dumps(planned_body(adapter, exchange, plan))
             return
     if exchange.marker is not None:
         ctx.upstream_body = orjson.dumps(adapter.render_request(exchange))
@@ -222,17 +222,6 @@ def _ceiling(ctx: Context) -> int:
     if asked.isdigit() and 1_000 <= int(asked) <= 10_000_000:
         return int(asked)
     return ctx.key.context_ceiling
-
-
-def _planned_body(adapter: Any, exchange: Exchange, plan: Any) -> dict[str, Any]:
-    items = [exchange.turns[i].item for i in plan.kept_positions]
-    system = plan.stable_block
-    attached = recall_attach(exchange.format, items, plan.recall_block)
-    if attached is not None:
-        items = attached
-    elif plan.recall_block:  # no user turn to carry it: the system position does
-        system = f"{system}\n\n{plan.recall_block}" if system else plan.recall_block
-    return adapter.render_request(exchange, items=items, system_block=system or None)  # type: ignore[no-any-return]
 
 
 def _record(ctx: Context, stream: bool) -> ExchangeRecord:

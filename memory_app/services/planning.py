@@ -356,3 +356,37 @@ def _topic_hint(conversation: Conversation) -> list[tuple[str, int, str]]:
             turns, _ = hint.get(tag.name, (0, ""))
             hint[tag.name] = (turns + span, tag.description)
     return [(name, turns, description) for name, (turns, description) in hint.items()]
+
+
+def request_preview(
+    *, conversation: Conversation, message: str, ceiling: int | None = None
+) -> tuple[PayloadPlan | None, dict[str, Any]]:
+    """The plan and upstream body a new user ``message`` would get now: the
+    stored history (as the client would resend it) plus the message, in the
+    conversation's own format (``vc retrieve`` / ``vc transform``)."""
+    from proxy_app.formats import ADAPTERS, HISTORY_FIELD
+    from proxy_app.formats.recall import planned_body
+
+    fmt = conversation.format if conversation.format in ADAPTERS else "anthropic"
+    items = [t.content for t in selectors.active_turns(conversation)]
+    if fmt == "gemini":
+        items.append({"role": "user", "parts": [{"text": message}]})
+    else:
+        items.append({"role": "user", "content": message})
+    body: dict[str, Any] = {HISTORY_FIELD[fmt]: items}
+    if fmt != "gemini":
+        body["model"] = conversation.model or "model"
+    if fmt == "anthropic":
+        body["max_tokens"] = 1024
+    adapter = ADAPTERS[fmt]
+    exchange = adapter.parse_request(body, model=conversation.model or None)
+    plan = payload_plan_for_request(
+        account_id=conversation.account_id,
+        conversation_id=conversation.pk,
+        exchange=exchange,
+        ceiling=ceiling or conversation.account.context_ceiling,
+        cache_aware=conversation.account.cache_aware_layout,
+    )
+    if plan is None or plan.passthrough:
+        return plan, body
+    return plan, planned_body(adapter, exchange, plan)

@@ -1,4 +1,5 @@
-"""Attaching the recall block to the latest user turn, per wire format.
+"""Attaching the recall block to the latest user turn, per wire format, and
+rendering a planned request (``planned_body``).
 
 ``recall_attach(format, items, text)`` returns a copy of the history items with
 ``text`` as the first content of the last user item (so everything before that
@@ -12,6 +13,21 @@ from __future__ import annotations
 from typing import Any
 
 from .types import Format
+
+
+def planned_body(adapter: Any, exchange: Any, plan: Any) -> dict[str, Any]:
+    """The upstream body of ``exchange`` as ``plan`` (a ``PayloadPlan``) lays it
+    out: the kept turns, the stable block after the client's system prompt, the
+    recall block on the latest user turn (or in the system position when the
+    history ends without one)."""
+    items = [exchange.turns[i].item for i in plan.kept_positions]
+    system = plan.stable_block
+    attached = recall_attach(exchange.format, items, plan.recall_block)
+    if attached is not None:
+        items = attached
+    elif plan.recall_block:
+        system = f"{system}\n\n{plan.recall_block}" if system else plan.recall_block
+    return adapter.render_request(exchange, items=items, system_block=system or None)  # type: ignore[no-any-return]
 
 
 def recall_attach(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 import pytest
@@ -90,3 +91,24 @@ def test_config_validate_export_import(account, tmp_path):
     assert account.memory_settings["soft_threshold"] == 0.6
     exported = _vc("config", "export", "--user", account.owner.username)
     assert "protected_turns: 10" in exported
+
+
+def test_retrieve_prints_the_plan_a_new_message_would_get(processed):
+    out = _vc(
+        "retrieve", "--conversation", str(processed.pk), "-m", "What about the sink plumbing?"
+    )
+    assert out.startswith("ceiling 2,000: ")
+    assert "planned" in out
+    assert "sink" in out.lower()  # a recalled turn about the sink, in the preview column
+    assert "- recall" in out or "- stable block" in out  # the planner's reasons
+
+
+def test_transform_prints_the_upstream_body_as_json(processed):
+    out = _vc("transform", "--conversation", str(processed.pk), "-m", "And the cabinets?")
+    body = json.loads(out)
+    assert body["messages"][-1]["role"] == "user"
+    assert body["messages"][-1]["content"][-1]["text"] == "And the cabinets?"
+    assert "<virtual-context>" in json.dumps(body["system"])
+    assert len(body["messages"]) < processed.turns.count() + 1  # older turns left out
+    out = _vc("transform", "--conversation", str(processed.pk), "-m", "hi", "--ceiling", "900000")
+    assert len(json.loads(out)["messages"]) < processed.turns.count() + 1  # still compacted

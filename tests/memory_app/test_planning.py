@@ -51,9 +51,7 @@ def _plan(account, conversation, turns: int):
 def _finish_later(job_id: int, delay: float) -> threading.Thread:
     def finish() -> None:
         time.sleep(delay)
-        MemoryJob.objects.filter(pk=job_id).update(
-            state=JobState.DONE, finished_at=timezone.now()
-        )
+        MemoryJob.objects.filter(pk=job_id).update(state=JobState.DONE, finished_at=timezone.now())
         connection.close()
 
     thread = threading.Thread(target=finish)

@@ -5,6 +5,8 @@ vc tags --conversation ID               the tag vocabulary with turn counts and 
 vc domains --conversation ID            the covering tags (tag summaries) and what they span
 vc recall TAG --conversation ID         the tag's summary and its segments
 vc compact --conversation ID            run the memory job now, with a progress bar
+vc retrieve --conversation ID -m TEXT [--ceiling N]   the plan a new message would get: parts, recall, reasons
+vc transform --conversation ID -m TEXT [--ceiling N]  the upstream body that plan would send (JSON)
 vc aliases list|suggest|add --conversation ID [ALIAS TAG]
 vc config validate FILE | export --user NAME | import FILE --user NAME
 """
@@ -12,6 +14,7 @@ vc config validate FILE | export --user NAME | import FILE --user NAME
 from __future__ import annotations
 
 import argparse
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from memory_app.engine.canon import alias_suggestions, tag_canonical
 from memory_app.errors import ConfigError
 from memory_app.models import Conversation, MemoryJob, Segment, Tag, TagAlias, TagSummary
 from memory_app.services import jobs, pipeline
+from memory_app.services.planning import request_preview
 from vcloud.accounts.models import Account
 
 
@@ -39,6 +43,11 @@ class Command(BaseCommand):
         status.add_argument("--user", default="")
         for name in ("tags", "domains", "compact"):
             sub.add_parser(name).add_argument("--conversation", type=int, required=True)
+        for name in ("retrieve", "transform"):
+            preview = sub.add_parser(name)
+            preview.add_argument("--conversation", type=int, required=True)
+            preview.add_argument("-m", "--message", required=True)
+            preview.add_argument("--ceiling", type=int, default=None)
         recall = sub.add_parser("recall")
         recall.add_argument("tag")
         recall.add_argument("--conversation", type=int, required=True)
@@ -134,6 +143,38 @@ class Command(BaseCommand):
             f"conversation {c.pk}: watermark {c.watermark}, {c.segments.count()} segments, "
             f"{c.tag_summaries.count()} tag summaries"
         )
+
+    def do_retrieve(self, o: dict[str, Any]) -> None:
+        plan, _ = request_preview(
+            conversation=_conversation(o), message=o["message"], ceiling=o["ceiling"]
+        )
+        if plan is None:
+            raise CommandError("nothing to plan: the conversation has no turns")
+        report = plan.report
+        parts = ", ".join(f"{k} {v:,}" for k, v in report.get("parts", {}).items())
+        self.stdout.write(f"ceiling {report.get('ceiling', 0):,}: {parts}")
+        sent = "as sent" if plan.passthrough else f"{report.get('upstream_tokens', 0):,} planned"
+        self.stdout.write(f"client history {report.get('client_tokens', 0):,} tokens → {sent}")
+        table = Table("key", "tokens", "score", "tags", "bm25", "cosine", "why", "preview")
+        for item in report.get("recalled", []):
+            signals = item["signals"]
+            table.add_row(
+                item["key"],
+                str(item["tokens"]),
+                f"{item['score'] or 0:.4f}",
+                *(f"{signals.get(s, 0):.3f}" for s in ("tags", "bm25", "cosine")),
+                item["why"][:40],
+                item["preview"][:50],
+            )
+        self.console.print(table)
+        for reason in plan.reasons:
+            self.stdout.write(f"- {reason}")
+
+    def do_transform(self, o: dict[str, Any]) -> None:
+        _, body = request_preview(
+            conversation=_conversation(o), message=o["message"], ceiling=o["ceiling"]
+        )
+        self.stdout.write(json.dumps(body, indent=2, ensure_ascii=False))
 
     def do_aliases(self, o: dict[str, Any]) -> None:
         c = _conversation(o)

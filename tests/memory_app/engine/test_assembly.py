@@ -374,9 +374,7 @@ def test_turns_passed_over_by_the_window_can_be_recalled() -> None:
     turns = history(30, tokens=50)
     units = {"t:6": turn_unit(6, words=20)}
     plan = plan_payload(
-        inputs(
-            turns, ceiling=2_000, watermark=4, window_share=0.3, scored=hits("t:6"), units=units
-        )
+        inputs(turns, ceiling=2_000, watermark=4, window_share=0.3, scored=hits("t:6"), units=units)
     )
     assert 6 not in plan.kept_positions
     assert [key for key, _, _ in plan.recalled] == ["t:6"]
