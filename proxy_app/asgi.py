@@ -334,7 +334,11 @@ async def _answer(
             on_complete=lambda whole: _reply_keep(ctx, whole),
         )
         reply = await _watched(send, receive, relay)
-        if reply is None:
+        if reply is None and ctx.reply_kept:
+            # The client left after the final event (SDKs may close at once): it
+            # has the whole answer, so this is no error.
+            reply = observer.result()
+        elif reply is None:
             ctx.record.error = _join(ctx.record.error, "client disconnected mid-stream")  # type: ignore[union-attr]
         return reply
     try:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import csv
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
 
+from memory_app.services.jobs import jobs_enqueue
 from telemetry_app import selectors as sel
 from telemetry_app.charts import usage_chart
 from telemetry_app.forms import (
@@ -65,14 +68,28 @@ def sessions(request: HttpRequest) -> HttpResponse:
 @require_GET
 def session_detail(request: HttpRequest, conversation_id: int) -> HttpResponse:
     account = account_for_user(request.user)
+    params = sel.SessionParams.from_query(request.GET)
+    detail = sel.session_detail(account=account, conversation_id=conversation_id, params=params)
+    if detail is None:
+        raise Http404("No such session")
+    context = {"detail": detail, "conversation": detail.conversation, "requests": detail.requests}
+    return render(request, "dashboard/session_detail.html", context)
+
+
+@login_required
+@require_POST
+def session_compact(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The "Compact now" button: queue the conversation's memory job (tagging,
+    compaction where the window is over its threshold, tag summaries)."""
+    account = account_for_user(request.user)
     conversation = sel.conversation_for_account(account=account, conversation_id=conversation_id)
     if conversation is None:
         raise Http404("No such session")
-    context = {
-        "conversation": conversation,
-        "requests": sel.requests_for_conversation(conversation=conversation),
-    }
-    return render(request, "dashboard/session_detail.html", context)
+    if jobs_enqueue(conversation_ids=[conversation.pk]):
+        messages.success(request, "Memory job queued: its progress shows below.")
+    else:
+        messages.info(request, "A memory job is already waiting to run for this session.")
+    return redirect(reverse("session_detail", args=[conversation.pk]) + "#memory-jobs")
 
 
 @login_required

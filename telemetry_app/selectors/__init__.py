@@ -9,6 +9,7 @@ hours are UTC. One module per page; everything is importable from here.
 from __future__ import annotations
 
 from telemetry_app.selectors.common import PROXY, DateRange, Savings, today_utc
+from telemetry_app.selectors.context_window import ContextView, payload_redact
 from telemetry_app.selectors.ledger import (
     LATENCY_SAMPLE,
     ComponentStats,
@@ -28,6 +29,7 @@ from telemetry_app.selectors.savings import (
     savings_csv_rows,
     savings_report,
 )
+from telemetry_app.selectors.session import SessionDetail, SessionParams, session_detail
 from telemetry_app.selectors.sessions import (
     SESSION_SORTS,
     SessionFilters,
@@ -46,22 +48,27 @@ __all__ = [
     "PROXY",
     "SESSION_SORTS",
     "ComponentStats",
+    "ContextView",
     "DateRange",
     "Kpi",
     "Savings",
     "SavingsReport",
+    "SessionDetail",
     "SessionFilters",
+    "SessionParams",
     "components_ledger",
     "conversation_for_account",
     "conversations_filtered",
     "llm_calls_page",
     "models_for_account",
     "overview_kpis",
+    "payload_redact",
     "pending_jobs_by_conversation",
     "requests_for_conversation",
     "requests_recent",
     "savings_csv_rows",
     "savings_report",
+    "session_detail",
     "sessions_page",
     "today_utc",
     "usage_series",

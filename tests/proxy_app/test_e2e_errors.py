@@ -879,3 +879,47 @@ def test_live_socket_streams_an_accounts_own_request_events_and_no_one_elses(
     assert [(e["status"], e["format"]) for e in done] == [(200, "anthropic"), (200, "openai_chat")]
     assert done[0]["model"] == CLAUDE
     assert int(done[0]["output_tokens"]) > 0
+
+
+def _chat_stream_until(key: ProxyKey, headers: dict[str, str], stop: bytes) -> bytes:
+    """Stream a chat completion and hang up as soon as ``stop`` has arrived."""
+    body = {
+        "model": GPT,
+        "stream": True,
+        "messages": [{"role": "user", "content": "one two three four five"}],
+    }
+    seen = b""
+    with httpx.stream(
+        "POST",
+        f"{key.base}/v1/chat/completions",
+        json=body,
+        headers={"authorization": "Bearer sk-test", **headers},
+        timeout=30,
+    ) as response:
+        for chunk in response.iter_raw():
+            seen += chunk
+            if stop in seen:
+                break
+    return seen
+
+
+def test_a_client_that_hangs_up_mid_stream_is_logged_and_keeps_no_half_reply(
+    proxy_key: ProxyKey, fake: FakeProvider
+) -> None:
+    seen = _chat_stream_until(proxy_key, {"x-fake-delay": "0.3"}, b"Echo")
+    assert b"[DONE]" not in seen
+    [log] = logs_of(proxy_key.account)
+    assert "client disconnected mid-stream" in log.error
+    assert roles_in(log.conversation_id) == ["user"]
+
+
+def test_a_client_that_hangs_up_right_after_the_final_event_keeps_its_reply(
+    proxy_key: ProxyKey, fake: FakeProvider
+) -> None:
+    # SDKs may close the connection as soon as they have read the final event,
+    # before the proxy has ended the response: the client has the whole answer.
+    seen = _chat_stream_until(proxy_key, {}, b"[DONE]")
+    assert b"five" in seen  # the last word of the echo came before [DONE]
+    [log] = logs_of(proxy_key.account)
+    assert (log.status, log.error) == (200, "")
+    assert roles_in(log.conversation_id) == ["user", "assistant"]
