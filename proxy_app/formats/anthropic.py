@@ -107,12 +107,29 @@ def render_request(
     items: list[dict[str, Any]] | None = None,
     system_block: str | None = None,
 ) -> dict[str, Any]:
-    """The upstream body: ``exchange.body`` with ``messages`` and ``system`` replaced."""
+    """The upstream body: ``exchange.body`` with ``messages`` and ``system`` replaced.
+
+    ``system_block`` (the stable memory block) goes after the client's system
+    prompt. When the body then carries no ``cache_control`` mark at all, the
+    block gets one: the prompt cache then holds tools, system prompt and memory
+    block, the prefix that only changes at compaction. The client's own marks
+    stay where they are, and none is added beside them (the API allows four)."""
     body = dict(exchange.body)
     body["messages"] = list(items) if items is not None else [t.item for t in exchange.turns]
     if system_block:
-        body["system"] = _with_system_block(body.get("system"), system_block)
+        marked = _cache_marks(body) == 0
+        body["system"] = _with_system_block(body.get("system"), system_block, marked)
     return body
+
+
+def _cache_marks(value: Any) -> int:
+    """How many ``cache_control`` marks ``value`` carries (blocks, tools, messages)."""
+    if isinstance(value, dict):
+        own = 1 if value.get("cache_control") else 0
+        return own + sum(_cache_marks(v) for k, v in value.items() if k != "cache_control")
+    if isinstance(value, list):
+        return sum(_cache_marks(v) for v in value)
+    return 0
 
 
 def _model(body: dict[str, Any]) -> str:
@@ -132,8 +149,10 @@ def _system_text(system: Any) -> str:
     return "\n".join(_block_text(block) for block in system if isinstance(block, dict))
 
 
-def _with_system_block(system: Any, text: str) -> list[Any]:
-    block = {"type": "text", "text": text}
+def _with_system_block(system: Any, text: str, mark: bool = False) -> list[Any]:
+    block: dict[str, Any] = {"type": "text", "text": text}
+    if mark:
+        block["cache_control"] = {"type": "ephemeral"}
     if isinstance(system, list):
         return [*system, block]
     if isinstance(system, str) and system:

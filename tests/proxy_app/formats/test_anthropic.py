@@ -178,16 +178,41 @@ def test_system_block_appended_after_cache_controlled_blocks() -> None:
     assert out["system"][1]["cache_control"] == {"type": "ephemeral"}
 
 
-def test_system_block_with_string_or_missing_system() -> None:
+CACHE_MARK = {"cache_control": {"type": "ephemeral"}}
+
+
+def test_system_block_with_string_or_missing_system_is_marked_for_the_cache() -> None:
     ex = fmt.parse_request({"messages": [], "system": "be nice"})
     assert fmt.render_request(ex)["system"] == "be nice"
     assert fmt.render_request(ex, system_block="M")["system"] == [
         {"type": "text", "text": "be nice"},
-        {"type": "text", "text": "M"},
+        {"type": "text", "text": "M", **CACHE_MARK},  # no client mark: ours ends the stable prefix
     ]
     ex = fmt.parse_request({"messages": []})
     assert "system" not in fmt.render_request(ex)
-    assert fmt.render_request(ex, system_block="M")["system"] == [{"type": "text", "text": "M"}]
+    assert fmt.render_request(ex, system_block="M")["system"] == [
+        {"type": "text", "text": "M", **CACHE_MARK}
+    ]
+
+
+def test_a_client_mark_anywhere_means_no_mark_of_ours() -> None:
+    for body in (
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "q", **CACHE_MARK}]}]},
+        {"messages": [], "tools": [{"name": "t", "input_schema": {}, **CACHE_MARK}]},
+        {"messages": [], "system": [{"type": "text", "text": "s", **CACHE_MARK}]},
+    ):
+        out = fmt.render_request(fmt.parse_request(body), system_block="M")
+        assert out["system"][-1] == {"type": "text", "text": "M"}
+        assert fmt._cache_marks(out) == 1  # the client's, where the client put it
+
+
+def test_marks_in_dropped_turns_do_not_count() -> None:
+    marked = {"role": "user", "content": [{"type": "text", "text": "old", **CACHE_MARK}]}
+    ex = fmt.parse_request({"messages": [marked, {"role": "assistant", "content": "a"}]})
+    kept = [{"role": "user", "content": "new"}]
+    out = fmt.render_request(ex, items=kept, system_block="M")
+    assert out["system"] == [{"type": "text", "text": "M", **CACHE_MARK}]
+    assert fmt._cache_marks(out) == 1
 
 
 def test_render_with_items() -> None:
