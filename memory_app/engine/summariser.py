@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Protocol
 
@@ -154,7 +154,9 @@ def _select(candidates: list[_Sentence], max_tokens: int, count: Count, header: 
     """``header`` and the best sentences that fit in ``max_tokens``, chronologically.
 
     Sentences are ranked by score per size, so one long line does not crowd out
-    several dense ones; each is kept only if the whole text still fits."""
+    several dense ones; each is kept only if the whole text still fits. When
+    not even one fits, the head of the best one that fits is kept rather than
+    leaving the summary empty."""
     ranked = sorted(
         (c for c in candidates if c.score >= 0),
         key=lambda c: (-c.score / (1 + count(c.text) / 60), c.order),
@@ -171,7 +173,22 @@ def _select(candidates: list[_Sentence], max_tokens: int, count: Count, header: 
             chosen.append(sentence)
             kept_words.append(words)
             text = attempt
+    if not chosen and ranked:
+        cut = _cut(ranked[0], header, max_tokens, count)
+        text = _render([cut], header) if cut is not None else text
     return text
+
+
+def _cut(sentence: _Sentence, header: str, max_tokens: int, count: Count) -> _Sentence | None:
+    """The longest head of ``sentence`` (whole words, marked "…") that fits."""
+    words = sentence.text.split()
+    keep = len(words) - 1
+    while keep >= 1:
+        shorter = replace(sentence, text=" ".join(words[:keep]) + " …")
+        if count(_render([shorter], header)) <= max_tokens:
+            return shorter
+        keep = min(keep - 1, keep * 4 // 5)
+    return None
 
 
 def _render(sentences: Iterable[_Sentence], header: str = "") -> str:

@@ -296,3 +296,18 @@ def test_llm_tag_summary_and_its_fallback() -> None:
     assert "Topic: camera" in str(llm.calls[0]["prompt"])
     assert str(llm.calls[0]["prompt"]).index("$1,249") < str(llm.calls[0]["prompt"]).index("$1,100")
     assert fallback == ExtractiveSummariser().tag_summary("camera", SEGMENTS, 60, count)
+
+
+def test_a_summary_is_never_just_its_date_header() -> None:
+    from memory_app.engine.summariser import ExtractiveSummariser
+    from memory_app.engine.types import SegmentPlan, TurnView
+
+    long_sentence = "I finally booked the ceramics workshop in Kyoto for the second week " * 3
+    turns = [
+        TurnView(position=0, role="user", text=long_sentence, tokens=60, session_date=None),
+        TurnView(position=1, role="assistant", text="Noted.", tokens=2, session_date=None),
+    ]
+    plan = SegmentPlan(start_position=0, end_position=1, positions=[0, 1], tokens=62, tags=[])
+    summary = ExtractiveSummariser().summarise(plan, turns, 15, lambda t: len(t.split()))
+    assert "ceramics workshop" in summary.text
+    assert summary.text.endswith("…")
