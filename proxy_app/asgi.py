@@ -284,9 +284,7 @@ async def _forward(
     sent = time.perf_counter()
     record.overhead_ms = round((sent - ctx.started) * 1000, 3)
     try:
-        response = await upstream.session().request(
-            scope["method"], url, data=ctx.upstream_body or None, headers=headers
-        )
+        response = await upstream.request(scope["method"], url, ctx.upstream_body, headers)
     except TimeoutError as exc:
         record.status, record.error = 504, _join(record.error, "upstream timed out")
         raise UpstreamTimeout("The upstream provider did not answer in time.") from exc

@@ -7,12 +7,16 @@ and lets the server frame the bytes it sends.
 
 from __future__ import annotations
 
+import logging
+
 import aiohttp
 from django.conf import settings
 
 from proxy_app.keys import ResolvedKey
 from proxy_app.routes import Route
 from vcloud.lifespan import on_shutdown
+
+log = logging.getLogger(__name__)
 
 _session: aiohttp.ClientSession | None = None
 
@@ -52,6 +56,22 @@ def session() -> aiohttp.ClientSession:
             cookie_jar=aiohttp.DummyCookieJar(),
         )
     return _session
+
+
+async def request(
+    method: str, url: str, body: bytes, headers: dict[str, str]
+) -> aiohttp.ClientResponse:
+    """Send one request upstream. A pooled connection the server had already
+    closed (an idle keep-alive timing out as we reuse it: uvicorn-based
+    servers such as vLLM close after 5 s) fails before any answer arrives;
+    that one failure is retried once on a fresh connection."""
+    try:
+        return await session().request(method, url, data=body or None, headers=headers)
+    except aiohttp.ClientConnectorError:
+        raise  # no connection was made: nothing stale to retry
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        log.info("upstream connection was closed under us (%s); retrying once", exc)
+        return await session().request(method, url, data=body or None, headers=headers)
 
 
 @on_shutdown

@@ -110,6 +110,22 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
         return
 
 
+class _ClosingHandler(_ScriptedHandler):
+    """Keeps the connection open after its first answer, then drops it on the
+    next request without answering: an idle keep-alive that timed out on the
+    server just as the proxy reused it from its pool."""
+
+    served = 0
+
+    def do_POST(self) -> None:
+        if self.served:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.close_connection = True
+            return
+        self.served += 1
+        super().do_POST()
+
+
 @pytest.fixture(scope="module")
 def scripted() -> Iterator[ScriptedUpstream]:
     server = ScriptedUpstream(("127.0.0.1", 0), _ScriptedHandler)
@@ -923,3 +939,42 @@ def test_a_client_that_hangs_up_right_after_the_final_event_keeps_its_reply(
     [log] = logs_of(proxy_key.account)
     assert (log.status, log.error) == (200, "")
     assert roles_in(log.conversation_id) == ["user", "assistant"]
+
+
+def _chat_reply(text: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": GPT,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }
+
+
+def test_a_pooled_upstream_connection_closed_under_us_is_retried_once(
+    proxy_server: Server, fake: FakeProvider
+) -> None:
+    server = ScriptedUpstream(("127.0.0.1", 0), _ClosingHandler)
+    server.reply = (200, "application/json", json.dumps(_chat_reply("pong")).encode())
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        key = new_key(proxy_server, openai=server.url)
+        client = gpt_for(key.base)
+        for _ in range(3):  # each request after the first meets a pooled connection that dies
+            reply = client.chat.completions.create(
+                model=GPT, messages=[{"role": "user", "content": "ping"}]
+            )
+            assert reply.choices[0].message.content.startswith("pong")
+        logs = logs_of(key.account, 3)
+        assert [(log.status, log.error) for log in logs] == [(200, "")] * 3
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
