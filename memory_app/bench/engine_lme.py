@@ -185,7 +185,7 @@ def prepare(question: dict[str, Any], embedder: Embedder, options: Options) -> P
 
 def memory_cached(question: dict[str, Any], embedder: Embedder, protected: int) -> Memory:
     """``memory_build``, kept in ``var/bench-cache/engine_lme`` between runs."""
-    name = f"{question['question_id']}-{embedder.model_name}-{protected}-v1.pkl"
+    name = f"{question['question_id']}-{embedder.model_name}-{protected}-v2.pkl"
     path = Path(os.environ.get("VC_EMBED_CACHE_DIR", DEFAULT_CACHE_DIR)) / "engine_lme" / name
     if path.exists():
         with path.open("rb") as handle:

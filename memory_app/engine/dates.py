@@ -17,6 +17,10 @@ Contract:
   other blocks are prefixed with the header (``sender.name``).
   ``session_date_from_envelope`` reads its ``timestamp`` (or ``date``).
 - ``session_date_of`` tries the envelope, then the header, then ``timestamp``.
+- ``stamps_strip`` removes date stamps from a text for matching: a header on
+  its first line, and bracketed numeric dates anywhere (``[2023/05/20 (Sat)
+  02:21]``, ``[2023-05-20]``). Dates reach retrieval through session dates and
+  the temporal signal; as words they would match every turn of the same day.
 
 Regexes read the common forms; ``dateparser`` (imported lazily: it is slow to
 import) only reads the values of labelled headers and envelope timestamps that
@@ -59,7 +63,18 @@ _ENVELOPE_BLOCK = re.compile(
 _ENVELOPE_DATE_FIELDS = ("timestamp", "date")
 
 
+_STAMP = re.compile(
+    rf"\[\s*(?:{_WEEKDAY}\s+)?\d{{4}}[/.-]\d{{1,2}}[/.-]\d{{1,2}}[^\]\n]{{0,40}}\]", re.I
+)
+
 # ------------------------------------------------------------------ headers
+
+
+def stamps_strip(text: str) -> str:
+    """``text`` without its date stamps (see the module contract)."""
+    if session_date_from_text(text) is not None and not _BRACKETED.match(text.lstrip()):
+        text = text.lstrip("\ufeff \t\r\n").partition("\n")[2]
+    return _STAMP.sub(" ", text) if "[" in text else text
 
 
 def session_date_from_text(text: str) -> date | None:

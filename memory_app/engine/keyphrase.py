@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from memory_app.engine.canon import FILLER_WORDS, STOP_WORDS, TagCanon, word_fold, word_set
+from memory_app.engine.dates import stamps_strip
 from memory_app.engine.types import TagVocabulary, TurnTagging, TurnView
 
 SHORT_CONTENT_WORDS = 3
@@ -155,12 +156,12 @@ class KeyphraseTagger:
         seeds the lookback window, the idf statistics and co-occurrence."""
         batch = _Batch(TagCanon(vocab), frozenset(vocab.counts), deque(maxlen=max(lookback, 0)))
         for past in history:
-            analysis = _analyse(past.text, batch)
+            analysis = _analyse(stamps_strip(past.text), batch)
             tags = [t for t in (batch.canon.canonical(tag) for tag in past.tags) if t]
             batch.record(tags, analysis.words, (tag for tag, _, _ in analysis.scored))
         results = []
         for turn in turns:
-            analysis = _analyse(turn.text, batch)
+            analysis = _analyse(stamps_strip(turn.text), batch)
             tagging = self._tag_one(turn, analysis, batch)
             batch.record(tagging.tags, analysis.words, (tag for tag, _, _ in analysis.scored))
             results.append(tagging)

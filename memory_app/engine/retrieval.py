@@ -66,6 +66,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_app.engine.canon import STOP_WORDS, tag_fold, word_fold, word_set
+from memory_app.engine.dates import stamps_strip
 from memory_app.engine.hashing import HashingEmbedder
 from memory_app.engine.types import Matrix, MemoryUnit, Query, RetrievalSettings, Scored
 from memory_app.engine.vectors import normalise_rows
@@ -100,8 +101,9 @@ def _tag_key(name: str) -> str:
 
 
 def text_tokens(text: str) -> list[str]:
-    """BM25 terms: lowercase words and numbers, plural-folded, without stop words."""
-    words = _TOKEN.findall(_APOSTROPHES.sub("", text.lower()))
+    """BM25 terms: lowercase words and numbers, plural-folded, without stop
+    words and date stamps (``dates.stamps_strip``)."""
+    words = _TOKEN.findall(_APOSTROPHES.sub("", stamps_strip(text).lower()))
     return [_fold(word) for word in words if word not in STOP_WORDS]
 
 

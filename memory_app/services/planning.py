@@ -29,8 +29,9 @@ from django.db.models import Count, Max
 from memory_app import selectors
 from memory_app.config import config_for
 from memory_app.embedding import embedder
-from memory_app.engine import temporal, tokens
+from memory_app.engine import dates, temporal, tokens
 from memory_app.engine.assembly import plan_payload
+from memory_app.engine.dates import stamps_strip
 from memory_app.engine.inbound import InboundTagger
 from memory_app.engine.retrieval import RetrievalIndex, expand_to_turns
 from memory_app.engine.types import (
@@ -331,18 +332,22 @@ def _tag_matrix(conversation: Conversation, model: Any) -> tuple[list[str], Any]
 def _query(
     conversation: Conversation, views: list[TurnView], index: RetrievalIndex, tag_matrix: Any
 ) -> Query:
+    """The latest user turn as a query. Its date header says when it is asked
+    ("today" for "last week"), not what it is about: it is left out of the text
+    that is matched."""
     latest = next((v for v in reversed(views) if v.role == "user"), views[-1])
+    text = stamps_strip(latest.text).strip() or latest.text
     model = embedder()
-    vector = model.encode([latest.text[:2000] or "?"])[0]
+    vector = model.encode([text[:2000] or "?"])[0]
     names, matrix = tag_matrix
-    tags = InboundTagger().tags_for(latest.text, names, matrix, model) if matrix is not None else []
-    today = latest.session_date or date.today()
+    tags = InboundTagger().tags_for(text, names, matrix, model) if matrix is not None else []
+    today = dates.session_date_from_text(latest.text) or latest.session_date or date.today()
     return Query(
-        text=latest.text,
+        text=text,
         tags=tags,
         embedding=vector,
-        date_range=temporal.date_range_for(latest.text, today),
-        order_hint=temporal.order_hint_for(latest.text),
+        date_range=temporal.date_range_for(text, today),
+        order_hint=temporal.order_hint_for(text),
     )
 
 

@@ -125,11 +125,13 @@ async def test_records_submitted_without_an_explicit_flush_are_written_within_a_
         await asyncio.sleep(0.02)
     assert await RequestLog.objects.filter(request_id="req-1").aexists()
     assert w.sink.written == 1
+    await w.close()
 
 
 async def test_a_clean_shutdown_flushes_what_is_pending(account, monkeypatch):
-    from vcloud.lifespan import run_shutdown
-
+    # The writer's own shutdown hook: the other hooks close resources (the
+    # upstream session, the key watch) that earlier tests' loops created.
+    run_shutdown = writer_module.writer_flush
     monkeypatch.setattr(writer_module, "_writer", None)  # a writer bound to this loop
     monkeypatch.setattr(writer_module, "FLUSH_INTERVAL", 60)  # only shutdown can flush
     key, _ = await asyncio.to_thread(factories.vckey_for, account)

@@ -134,3 +134,14 @@ def test_session_date_of_prefers_envelope_then_header_then_timestamp() -> None:
     assert session_date_of("[2023/05/20 (Sat) 02:21] hi", stamp) == date(2023, 5, 20)
     assert session_date_of("just words", stamp) == date(2025, 1, 2)
     assert session_date_of("just words") is None
+
+
+def test_stamps_strip_removes_headers_and_bracketed_dates_only() -> None:
+    from memory_app.engine.dates import stamps_strip
+
+    assert stamps_strip("[2023/05/30 (Tue) 20:08] What was my job?").strip() == "What was my job?"
+    assert stamps_strip("Session date: 2023-05-20\nI moved to Lisbon") == "I moved to Lisbon"
+    assert "2023" not in stamps_strip("[2023-05-30]\nuser: [Sat 2023-05-20 10:00] at the fair")
+    # Dates that are content, and brackets that are not dates, stay.
+    assert stamps_strip("2023-05-20 was the day I moved") == "2023-05-20 was the day I moved"
+    assert stamps_strip("see [link] and [2023] items") == "see [link] and [2023] items"

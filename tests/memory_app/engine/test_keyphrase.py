@@ -166,3 +166,11 @@ def test_fact_signals_reach_the_tagging() -> None:
         "I moved to Berlin last year and my budget is $3,000 for the trip."
     ]
     assert "berlin" in tagging.tags
+
+
+def test_date_headers_give_no_tags() -> None:
+    [tagging] = _tag(
+        "[2023/05/30 (Tue) 20:08] Tuesday plans: the pottery class and the pottery kiln"
+    )
+    assert "pottery" in tagging.tags
+    assert not {"tue", "2023", "05", "30", "20", "08"} & set(tagging.tags)

@@ -373,3 +373,13 @@ def test_search_is_deterministic_across_hash_seeds() -> None:
         )
         outputs.add(done.stdout)
     assert len(outputs) == 1
+
+
+def test_date_stamps_are_not_words_to_match() -> None:
+    # A question's date header must not pull in every turn of the same day.
+    same_day = turn(0, "[2023/05/30 (Tue) 06:20] Tips for product photos of pottery")
+    answer = turn(1, "I used Trello in my previous role as a marketing specialist")
+    hits = build([same_day, answer]).search(
+        Query(text="[2023/05/30 (Tue) 20:08] What was my previous role?")
+    )
+    assert keys(hits) == ["t:1"]
