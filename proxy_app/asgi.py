@@ -43,6 +43,7 @@ from proxy_app.errors import (
     UpstreamUnreachable,
 )
 from proxy_app.formats import ADAPTERS, turns_of
+from proxy_app.formats.envelope import envelopes_strip, may_carry_envelopes
 from proxy_app.formats.marker import marker_text
 from proxy_app.formats.recall import planned_body
 from proxy_app.formats.types import Exchange, FormatError, Reply
@@ -212,8 +213,11 @@ async def _prepare(ctx: Context, body: bytes) -> None:
         if plan is not None and not plan.passthrough:
             ctx.upstream_body = orjson.dumps(planned_body(adapter, exchange, plan))
             return
-    if exchange.marker is not None:
-        ctx.upstream_body = orjson.dumps(adapter.render_request(exchange))
+    items = None
+    if may_carry_envelopes(body):
+        items = envelopes_strip(exchange.format, [t.item for t in exchange.turns])
+    if exchange.marker is not None or items is not None:
+        ctx.upstream_body = orjson.dumps(adapter.render_request(exchange, items=items))
 
 
 def _ceiling(ctx: Context) -> int:

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from .envelope import envelopes_strip
 from .types import Format
 
 
 def planned_body(adapter: Any, exchange: Any, plan: Any) -> dict[str, Any]:
     """The upstream body of ``exchange`` as ``plan`` (a ``PayloadPlan``) lays it
-    out: the kept turns, the stable block after the client's system prompt, the
-    recall block on the latest user turn (or in the system position when the
-    history ends without one)."""
+    out: the kept turns (channel envelopes taken out), the stable block after
+    the client's system prompt, the recall block on the latest user turn (or in
+    the system position when the history ends without one)."""
     items = [exchange.turns[i].item for i in plan.kept_positions]
+    items = envelopes_strip(exchange.format, items) or items
     system = plan.stable_block
     attached = recall_attach(exchange.format, items, plan.recall_block)
     if attached is not None:

@@ -667,3 +667,31 @@ def test_cost_is_zero_but_usage_recorded_for_an_unpriced_model(
     assert log.upstream_tokens == len(fake.requests[-1].body) // 4
     assert log.cost == call.cost == Decimal(0)
     assert call.priced is False
+
+
+ENVELOPE = (
+    "Conversation info (untrusted metadata):\n"
+    "```json\n"
+    '{"channel": "telegram", "timestamp": "2026-02-14T18:49:00Z"}\n'
+    "```\n\n"
+)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_channel_envelope_is_stored_but_not_forwarded(
+    claude: anthropic.Anthropic, fake: FakeProvider, proxy_key: ProxyKey, stream: bool
+) -> None:
+    words = "Book the ferry to Naxos for Friday."
+    messages: Any = [{"role": "user", "content": ENVELOPE + words}]
+    if stream:
+        with claude.messages.stream(
+            model="claude-sonnet-4-5", max_tokens=50, messages=messages
+        ) as s:
+            s.get_final_message()
+    else:
+        claude.messages.create(model="claude-sonnet-4-5", max_tokens=50, messages=messages)
+
+    assert fake.requests[-1].json["messages"][0]["content"] == words
+    [log] = requests_of(proxy_key)
+    stored = Turn.objects.get(conversation_id=log.conversation_id, position=0)
+    assert stored.text.startswith("Conversation info (untrusted metadata)")  # verbatim
