@@ -8,7 +8,7 @@ export TIKTOKEN_CACHE_DIR ?= $(CURDIR)/.venv/tiktoken
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: help venv run migrate test test-pg test-browser lint fmt typecheck bench bench-proxy bench-memory bench-longmemeval bench-dashboard worker browser-deps wrk clean
+.PHONY: help venv run demo migrate test test-pg test-browser lint fmt typecheck bench bench-proxy bench-memory bench-longmemeval bench-cache bench-dashboard worker browser-deps wrk clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ migrate: venv ## apply migrations
 run: migrate ## serve http://$(HOST):$(PORT) with the embedded defaults
 	$(PY) -m uvicorn vcloud.asgi:application --host $(HOST) --port $(PORT) \
 		--loop uvloop --http httptools --lifespan on --no-access-log
+
+demo: migrate ## replay a demo chat through `make run` (running in another terminal)
+	$(PY) manage.py vc demo --url http://$(HOST):$(PORT)
 
 worker: venv ## a Celery worker (scaled mode: needs REDIS_URL)
 	$(PY) -m celery -A vcloud worker --loglevel=info --concurrency=2
@@ -66,6 +69,9 @@ bench-memory: migrate ## ingestion of a 500-turn history and the inbound tagger'
 
 bench-longmemeval: migrate ## LongMemEval evidence recall at 4k/8k/16k/32k (dev split)
 	$(PY) manage.py vc_bench longmemeval --ceiling 4000,8000,16000,32000
+
+bench-cache: migrate ## prompt-cache billing: a 288-turn replay, stable vs rewrite layout
+	$(PY) manage.py vc_bench cache --layout both --embedder hashing
 
 bench-dashboard: venv ## dashboard render time with 1M request-log rows (throwaway SQLite)
 	$(PY) manage.py vc_bench dashboard

@@ -32,3 +32,7 @@ class LLMError(MemoryAppError):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status  # the provider's HTTP status, None for network errors
+
+
+class DemoError(MemoryAppError):
+    """``vc demo`` cannot run: no server, or the server refused the demo's requests."""

@@ -52,6 +52,7 @@ Contract:
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import time
@@ -70,6 +71,10 @@ from memory_app.engine.dates import stamps_strip
 from memory_app.engine.hashing import HashingEmbedder
 from memory_app.engine.types import Matrix, MemoryUnit, Query, RetrievalSettings, Scored
 from memory_app.engine.vectors import normalise_rows
+
+# bm25s sets its logger to DEBUG when imported: one "Building index" line per
+# index built, which on the request path means one per planned request.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]

@@ -28,14 +28,43 @@ end with a tool result, the reply is instead a call of the first tool with
 arguments ``{"q": "test"}`` in the format's own shape. Images and other blocks
 are accepted and ignored.
 
-Usage: uncached input tokens = ``len(raw body) // 4`` in every format; output
-tokens = number of words of the reply text (of the arguments JSON for a tool
-call). The ``cached_tokens`` knob is reported as Anthropic
-``cache_read_input_tokens``, OpenAI ``prompt_tokens_details.cached_tokens`` /
+Usage: input tokens = ``len(raw body) // 4`` in every format; output tokens =
+number of words of the reply text (of the arguments JSON for a tool call). The
+``cached_tokens`` knob is reported as Anthropic ``cache_read_input_tokens``,
+OpenAI ``prompt_tokens_details.cached_tokens`` /
 ``input_tokens_details.cached_tokens`` and Gemini ``cachedContentTokenCount``;
 OpenAI and Gemini count cached tokens inside the prompt total (prompt = uncached
 + cached), Anthropic reports them beside ``input_tokens``, as the real APIs do.
-``cache_creation_tokens`` is Anthropic's ``cache_creation_input_tokens``.
+``cache_creation_tokens`` is Anthropic's ``cache_creation_input_tokens``. With
+these knobs the cached tokens come on top of the body's tokens.
+
+Computed prompt caching (on by default; ``compute_cache = False`` or header
+``x-fake-compute-cache: 0`` turns it off): without those knobs the fake reports
+cache usage the way each provider does, from the prompt it saw before. The
+*previous request* is the last generating request with the same format,
+credential values and model: one "conversation" per credential and model, which
+is what a client replaying one conversation looks like (use another key or
+model per conversation to keep two apart). A request's prompt is the JSON of
+its prompt parts in order (tools, system / instructions / system instruction,
+messages / input / contents: ``canonical`` of
+``../shared/benchmarks/cache/billing.py``, Gemini's ``systemInstruction``
+included), tokens are characters / 4, and the shared part is the longest
+common prefix with the previous prompt:
+
+- OpenAI Chat and Responses, Gemini (automatic prefix caching): cached = the
+  shared part floored to 128-token steps, 0 below 1,024 tokens.
+- Anthropic (explicit breakpoints): the cache entries are the previous
+  request's ``cache_control`` marks (the prefix up to the end of each marked
+  block). Read = the longest of them that lies in the shared part and not past
+  this request's last mark; written = this request's last mark minus what was
+  read. Each counts only from 1,024 tokens, and exactly (no 128-token steps:
+  Anthropic caches at the breakpoint itself). No mark, no caching.
+
+Computed cached and written tokens are carved out of the body's tokens:
+uncached = ``len(raw body) // 4`` minus both, so OpenAI's and Gemini's prompt
+total stays the body's tokens. When ``cached_tokens`` or
+``cache_creation_tokens`` (or their headers) are set, they win and nothing is
+computed for that request (its prompt is still remembered as the previous one).
 
 Streams follow each provider's documented event sequence; the text goes out in
 one delta per word, each delta a separate ASGI body message (``more_body=True``).
@@ -54,6 +83,8 @@ wins, so a client in another process can drive the fake):
   the connection without the terminal events (an incomplete chunked body).
 - ``cached_tokens`` / ``x-fake-cached: 100``: cached input tokens in usage.
 - ``cache_creation_tokens`` / ``x-fake-cache-write: 50``: Anthropic cache writes.
+- ``compute_cache`` / ``x-fake-compute-cache: 0``: compute cache usage from the
+  previous prompt (above; on unless turned off).
 - ``reply_text`` / ``x-fake-reply: hi``: reply text instead of the echo (ASCII).
 
 ``fail_next`` is consumed by the next request(s) that reach a route with a
@@ -71,6 +102,7 @@ import asyncio
 import contextlib
 import importlib.util
 import itertools
+import json
 import logging
 import re
 import socket
@@ -78,7 +110,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
@@ -120,9 +152,22 @@ class Knobs:
 
     delay: float
     break_after: int | None
-    cached: int
-    cache_write: int
+    cached: int | None  # None: not set
+    cache_write: int | None
     reply_text: str | None
+    compute_cache: bool = False
+
+    @property
+    def explicit_cache(self) -> bool:
+        return self.cached is not None or self.cache_write is not None
+
+
+@dataclass(frozen=True)
+class CacheUse:
+    """Prompt-cache tokens of one request: read from the cache, written to it."""
+
+    read: int = 0
+    write: int = 0
 
 
 @dataclass(frozen=True)
@@ -135,6 +180,7 @@ class Call:
     query: dict[str, str]
     knobs: Knobs
     params: dict[str, str]  # route groups (Gemini model and operation)
+    cache: CacheUse | None = None  # computed cache usage (compute_cache), else the knobs
 
     @property
     def model(self) -> str:
@@ -247,7 +293,11 @@ def make_reply(call: Call, user_text: str, tool: str | None) -> Reply:
         override = knobs.reply_text
         text = override if override is not None else "Echo: " + user_text[:MAX_ECHO]
         words = len(text.split())
-    return Reply(text, tool, call.raw_len // 4, words, knobs.cached, knobs.cache_write)
+    uncached, cached, write = call.raw_len // 4, knobs.cached or 0, knobs.cache_write or 0
+    if call.cache is not None:
+        cached, write = call.cache.read, call.cache.write
+        uncached = max(0, uncached - cached - write)
+    return Reply(text, tool, uncached, words, cached, write)
 
 
 def split_words(text: str) -> list[str]:
@@ -765,6 +815,120 @@ def _header(headers: dict[str, str], name: str, default: T, cast: Callable[[str]
     return default if value is None or value == "" else cast(value)
 
 
+def _flag(value: str) -> bool:
+    return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+# --------------------------------------------------------------------- prompt cache
+
+PROMPT_KEYS = (
+    "tools",
+    "system",
+    "instructions",
+    "system_instruction",
+    "messages",
+    "input",
+    "contents",
+)
+CACHE_MIN_TOKENS = 1024
+CACHE_STEP_TOKENS = 128
+PROMPTS_KEPT = 1024  # previous prompts remembered (one per format, credential and model)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A request's prompt as a prompt cache sees it: its canonical text and, for
+    Anthropic, the text offsets at which each ``cache_control``-marked block ends."""
+
+    text: str
+    marks: tuple[int, ...] = ()
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def prompt_of(body: Json, *, marked: bool = False) -> Prompt:
+    """The canonical prompt of a body (billing.py's ``canonical``; Gemini's
+    camelCase ``systemInstruction`` counts as ``system_instruction``)."""
+    slots = [body.get(key) for key in PROMPT_KEYS]
+    slots[3] = body.get("system_instruction", body.get("systemInstruction"))
+    if not marked:
+        return Prompt(_canonical_json(slots))
+    pieces: list[str] = []
+    marks: list[int] = []
+    _dump_marked(slots, pieces, marks, 0)
+    return Prompt("".join(pieces), tuple(sorted(marks)))
+
+
+def _dump_marked(value: Any, out: list[str], marks: list[int], at: int) -> int:
+    """Append ``value`` to ``out`` exactly as ``_canonical_json`` writes it and
+    return the offset after it, noting where every dict with ``cache_control`` ends."""
+    if isinstance(value, dict):
+        out.append("{")
+        at += 1
+        for i, (name, item) in enumerate(value.items()):
+            head = ("," if i else "") + _canonical_json(name) + ":"
+            out.append(head)
+            at = _dump_marked(item, out, marks, at + len(head))
+        out.append("}")
+        if value.get("cache_control"):
+            marks.append(at + 1)
+        return at + 1
+    if isinstance(value, list):
+        out.append("[")
+        at += 1
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+                at += 1
+            at = _dump_marked(item, out, marks, at)
+        out.append("]")
+        return at + 1
+    text = _canonical_json(value)
+    out.append(text)
+    return at + len(text)
+
+
+def common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix (binary search: fast on long strings)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _cacheable(tokens: int) -> int:
+    return tokens if tokens >= CACHE_MIN_TOKENS else 0
+
+
+def cache_use(fmt: str, previous: Prompt | None, prompt: Prompt) -> CacheUse:
+    """What the provider would read from / write to its prompt cache (module docstring)."""
+    shared = common_prefix(previous.text, prompt.text) if previous is not None else 0
+    if fmt != "anthropic":
+        tokens = _cacheable(shared // 4)
+        return CacheUse(read=tokens // CACHE_STEP_TOKENS * CACHE_STEP_TOKENS)
+    if not prompt.marks:
+        return CacheUse()
+    last = prompt.marks[-1]
+    entries = previous.marks if previous is not None else ()
+    hit = max((m for m in entries if m <= min(shared, last)), default=0)
+    read = _cacheable(hit // 4)
+    written = _cacheable(last // 4)
+    return CacheUse(read=read, write=max(0, written - read))
+
+
+def _generates(handler: Handler, params: dict[str, str]) -> bool:
+    """Whether a route runs the model (and so reads and fills the prompt cache)."""
+    if handler is gemini_models:
+        return params.get("op") != "countTokens"
+    return handler in (anthropic_messages, chat_completions, responses_create)
+
+
 # ------------------------------------------------------------------------ the server
 
 
@@ -787,9 +951,11 @@ class FakeProvider:
         self._request_ids = itertools.count(1)
         self.stream_delay: float = 0.0
         self.break_stream_after: int | None = None
-        self.cached_tokens: int = 0
-        self.cache_creation_tokens: int = 0
+        self.cached_tokens: int | None = None
+        self.cache_creation_tokens: int | None = None
         self.reply_text: str | None = None
+        self.compute_cache: bool = True
+        self._prompts: dict[tuple[str, ...], Prompt] = {}
 
     def fail_next(self, status: int, body: Any = None, *, times: int = 1) -> None:
         """Answer the next ``times`` requests with ``status`` (body: the provider's shape)."""
@@ -853,7 +1019,25 @@ class FakeProvider:
         if problem is not None:
             return fmt, problem, knobs
         call = Call(next(self._ids), _dict(parsed), len(body), query, knobs, params)
+        if knobs.compute_cache and _generates(handler, params):
+            call = replace(
+                call, cache=self._prompt_seen(fmt, call, headers, b"cache_control" in body)
+            )
         return fmt, handler(call), knobs
+
+    def _prompt_seen(
+        self, fmt: str, call: Call, headers: dict[str, str], marked: bool
+    ) -> CacheUse | None:
+        """Remember this prompt as the previous one of its conversation; the cache
+        usage computed against the one before (None when the explicit knobs win)."""
+        names = ("x-api-key", "authorization", "x-goog-api-key")
+        key = (fmt, call.model, *(headers.get(n, "") for n in names), call.query.get("key", ""))
+        prompt = prompt_of(call.body, marked=marked and fmt == "anthropic")
+        previous = self._prompts.pop(key, None)
+        self._prompts[key] = prompt
+        if len(self._prompts) > PROMPTS_KEPT:
+            del self._prompts[next(iter(self._prompts))]
+        return None if call.knobs.explicit_cache else cache_use(fmt, previous, prompt)
 
     def _problem(
         self, fmt: str, auth: tuple[str, ...], body: bytes, parsed: Any, headers: dict[str, str]
@@ -890,6 +1074,7 @@ class FakeProvider:
             cached=_header(headers, "x-fake-cached", self.cached_tokens, int),
             cache_write=_header(headers, "x-fake-cache-write", self.cache_creation_tokens, int),
             reply_text=headers.get("x-fake-reply", self.reply_text),
+            compute_cache=_header(headers, "x-fake-compute-cache", self.compute_cache, _flag),
         )
 
     @staticmethod

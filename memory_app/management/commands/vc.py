@@ -9,12 +9,14 @@ vc retrieve --conversation ID -m TEXT [--ceiling N]   the plan a new message wou
 vc transform --conversation ID -m TEXT [--ceiling N]  the upstream body that plan would send (JSON)
 vc aliases list|suggest|add --conversation ID [ALIAS TAG]
 vc config validate FILE | export --user NAME | import FILE --user NAME
+vc demo [--url URL] [--user NAME] [--turns N] [--delay S] [--ceiling N]   replay the demo chat
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -27,9 +29,9 @@ from rich.table import Table
 from memory_app import selectors
 from memory_app.config import config_for, config_from_yaml, config_to_yaml
 from memory_app.engine.canon import alias_suggestions, tag_canonical
-from memory_app.errors import ConfigError
+from memory_app.errors import ConfigError, DemoError
 from memory_app.models import Conversation, MemoryJob, Segment, Tag, TagAlias, TagSummary
-from memory_app.services import jobs, pipeline
+from memory_app.services import demo, jobs, pipeline
 from memory_app.services.planning import request_preview
 from vcloud.accounts.models import Account
 
@@ -59,6 +61,13 @@ class Command(BaseCommand):
         config.add_argument("verb", choices=["validate", "export", "import"])
         config.add_argument("file", nargs="?", default="")
         config.add_argument("--user", default="")
+        replay = sub.add_parser("demo", help="replay a demo chat through a running vcloud")
+        replay.add_argument("--url", default="http://127.0.0.1:5757", help="the running vcloud")
+        replay.add_argument("--user", default="demo", help="created if missing")
+        replay.add_argument("--password", default=None, help="for a created user (else generated)")
+        replay.add_argument("--turns", type=int, default=300, help="turns of both sides")
+        replay.add_argument("--delay", type=float, default=0.2, help="seconds between requests")
+        replay.add_argument("--ceiling", type=int, default=4000, help="the account's ceiling")
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.console = Console(file=self.stdout, width=120)
@@ -209,6 +218,53 @@ class Command(BaseCommand):
 
         account_memory_settings_update(account=account, config=_config_file(o["file"]))
         self.stdout.write(f"memory settings of {account.name} updated")
+
+    def do_demo(self, o: dict[str, Any]) -> None:
+        for name in ("httpx", "httpx2", "anthropic"):  # their INFO lines carry the key's URL
+            logging.getLogger(name).setLevel(logging.WARNING)
+        try:
+            demo.demo_server_check(url=o["url"])
+        except DemoError as exc:
+            raise CommandError(str(exc)) from exc
+        columns = [
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+        ]
+        with Progress(*columns, console=self.console) as bar:
+            task = bar.add_task("demo requests", total=None)
+            try:
+                result = demo.demo_run(
+                    url=o["url"],
+                    username=o["user"],
+                    password=o["password"],
+                    turns=o["turns"],
+                    delay=o["delay"],
+                    ceiling=o["ceiling"],
+                    on_request=lambda done, total: bar.update(task, completed=done, total=total),
+                )
+            except DemoError as exc:
+                raise CommandError(str(exc)) from exc
+        self._demo_report(o, result)
+
+    def _demo_report(self, o: dict[str, Any], result: demo.DemoResult) -> None:
+        url = o["url"].rstrip("/")
+        self.stdout.write(
+            f"{result.requests} requests in {result.seconds:.0f} s, "
+            f"{result.served} answered by the simulated provider (session {result.session})"
+        )
+        if result.conversation_id is not None:
+            c = demo.demo_settle(
+                conversation_id=result.conversation_id, turns=2 * result.requests, timeout=60
+            )
+            self.stdout.write(
+                f"conversation {c.pk}: {c.turn_count} turns, watermark {c.watermark}, "
+                f"{c.segments.count()} segments, {c.tag_summaries.count()} tag summaries"
+            )
+            self.stdout.write(f"session page: {url}/dashboard/sessions/{c.pk}/")
+        self.stdout.write(f"dashboard:    {url}/dashboard/")
+        login = f"password {result.password}" if result.password else "its existing password"
+        self.stdout.write(f"log in as:    {result.username} ({login})")
 
 
 def _conversation(o: dict[str, Any]) -> Conversation:

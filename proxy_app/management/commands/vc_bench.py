@@ -1,7 +1,9 @@
 """vc_bench proxy [--seconds S] [--connections C] [--pairs N] [--json]
 vc_bench longmemeval [--split dev|PATH] [--ceiling N[,N…]]… [--limit N] [--types T,…]
                      [--embedder minilm|hashing] [--json]
-vc_bench dashboard [--requests N] [--calls N] [--sessions N] [--runs N] [--json]"""
+vc_bench dashboard [--requests N] [--calls N] [--sessions N] [--runs N] [--json]
+vc_bench cache [--turns 150] [--ceiling 8000] [--layout stable|rewrite|both] [--wait 10]
+               [--embedder hashing|minilm] [--max-turns N] [--cache-dir DIR] [--json]"""
 
 from __future__ import annotations
 
@@ -44,6 +46,15 @@ class Command(BaseCommand):
         lme.add_argument("--timeout", type=float, default=600, help="seconds per question")
         lme.add_argument("--cache-dir", default=None, help="embedding cache ('' turns it off)")
         lme.add_argument("--json", action="store_true")
+        cache = sub.add_parser("cache", help="prompt-cache billing of a long replay vs direct")
+        cache.add_argument("--turns", type=int, default=150, help="first summary after N turns")
+        cache.add_argument("--ceiling", type=int, default=8_000)
+        cache.add_argument("--layout", choices=["stable", "rewrite", "both"], default="stable")
+        cache.add_argument("--wait", type=float, default=10.0, help="seconds for background work")
+        cache.add_argument("--embedder", choices=["minilm", "hashing"], default="hashing")
+        cache.add_argument("--max-turns", type=int, default=None, help="replay only N user turns")
+        cache.add_argument("--cache-dir", default=None, help="embedding cache ('' turns it off)")
+        cache.add_argument("--json", action="store_true")
         dash = sub.add_parser("dashboard", help="render time of the dashboard pages at scale")
         dash.add_argument("--requests", type=int, default=1_000_000)
         dash.add_argument("--calls", type=int, default=100_000)
@@ -54,6 +65,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["bench"] == "longmemeval":
             self._longmemeval(options)
+            return
+        if options["bench"] == "cache":
+            self._cache(options)
             return
         if options["bench"] == "dashboard":
             from telemetry_app import bench as dashboard_bench
@@ -103,6 +117,27 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(result, indent=2))
             return
         self.stdout.write(longmemeval.report(result))
+
+    def _cache(self, options: dict[str, Any]) -> None:
+        from memory_app.bench import cache
+
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per poll otherwise
+        if options["turns"] < 1 or (options["max_turns"] is not None and options["max_turns"] < 1):
+            raise CommandError("--turns and --max-turns take a positive number of user turns")
+        cache_dir: Path | None = cache.DEFAULT_CACHE_DIR
+        if options["cache_dir"] is not None:
+            cache_dir = Path(options["cache_dir"]) if options["cache_dir"] else None
+        result = cache.run(
+            turns=options["turns"],
+            ceiling=options["ceiling"],
+            layouts=cache.LAYOUTS if options["layout"] == "both" else (options["layout"],),
+            wait=options["wait"],
+            embedder=options["embedder"],
+            max_turns=options["max_turns"],
+            cache_dir=cache_dir,
+            progress=lambda line: self.stderr.write(line),
+        )
+        self.stdout.write(json.dumps(result, indent=2) if options["json"] else cache.report(result))
 
 
 def _memory_bench(options: dict[str, Any]) -> dict[str, Any]:
