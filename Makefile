@@ -63,9 +63,10 @@ bench: bench-proxy bench-memory ## all benchmarks
 bench-proxy: migrate wrk ## proxy throughput and added latency against a fake upstream
 	$(PY) manage.py vc_bench proxy
 
-bench-memory: migrate ## ingestion of a 500-turn history and the inbound tagger's latency
+bench-memory: migrate ## ingestion of a 500-turn history, the inbound tagger's latency, planning one request
 	$(PY) manage.py vc_bench ingest
 	$(PY) manage.py vc_bench inbound
+	$(PY) manage.py vc_bench plan
 
 bench-longmemeval: migrate ## LongMemEval evidence recall at 4k/8k/16k/32k (dev split)
 	$(PY) manage.py vc_bench longmemeval --ceiling 4000,8000,16000,32000

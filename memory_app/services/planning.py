@@ -50,6 +50,7 @@ from proxy_app.formats.types import Exchange
 _CACHE_MAX = 64
 HARD_WAIT_POLL = 0.1
 _indexes: OrderedDict[tuple[Any, ...], tuple[RetrievalIndex, list[MemoryUnit], Any]] = OrderedDict()
+_hints: OrderedDict[tuple[Any, ...], list[tuple[str, int, str]]] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -78,7 +79,8 @@ def payload_plan_for_request(
         plan = PayloadPlan(passthrough=True, reasons=["nothing compacted yet: forwarded as sent"])
         plan.report = _report(plan, [], {}, views, fixed, ceiling, None)
         return plan
-    index, units, tag_matrix = conversation_index(conversation)
+    state = _state_key(conversation)
+    index, units, tag_matrix = conversation_index(conversation, state=state)
     query = _query(conversation, views, index, tag_matrix)
     scored = expand_to_turns(index.search(query, limit=60), units) if units else []
     usable = {u.key: u for u in units if u.start_position < len(views) or u.kind != "turn"}
@@ -92,7 +94,7 @@ def payload_plan_for_request(
             protected_turns=config.protected_turns,
             scored=scored,
             units=usable,
-            topic_hint=_topic_hint(conversation),
+            topic_hint=_topic_hint_cached(conversation, state),
             stable_summaries=[u for u in units if u.kind == "tag_summary"],
             cache_aware=cache_aware,
             window_share=config.window_share,
@@ -249,10 +251,12 @@ def _state_key(conversation: Conversation) -> tuple[Any, ...]:
     )
 
 
-def conversation_index(conversation: Conversation) -> tuple[RetrievalIndex, list[MemoryUnit], Any]:
+def conversation_index(
+    conversation: Conversation, *, state: tuple[Any, ...] | None = None
+) -> tuple[RetrievalIndex, list[MemoryUnit], Any]:
     """The conversation's retrieval index (cached until its memory changes),
     its units, and its tag vocabulary's (names, vectors)."""
-    key = _state_key(conversation)
+    key = state or _state_key(conversation)
     with _lock:
         if key in _indexes:
             _indexes.move_to_end(key)
@@ -349,6 +353,21 @@ def _query(
         date_range=temporal.date_range_for(text, today),
         order_hint=temporal.order_hint_for(text),
     )
+
+
+def _topic_hint_cached(
+    conversation: Conversation, state: tuple[Any, ...]
+) -> list[tuple[str, int, str]]:
+    """``_topic_hint``, kept per conversation state like the index."""
+    with _lock:
+        found = _hints.get(state)
+    if found is None:
+        found = _topic_hint(conversation)
+        with _lock:
+            _hints[state] = found
+            while len(_hints) > _CACHE_MAX:
+                _hints.popitem(last=False)
+    return found
 
 
 def _topic_hint(conversation: Conversation) -> list[tuple[str, int, str]]:

@@ -1,6 +1,7 @@
 """vc_bench proxy [--seconds S] [--connections C] [--pairs N] [--json]
 vc_bench longmemeval [--split dev|PATH] [--ceiling N[,N…]]… [--limit N] [--types T,…]
                      [--embedder minilm|hashing] [--json]
+vc_bench plan [--turns 500] [--ceiling 16000] [--runs 30] [--json]
 vc_bench dashboard [--requests N] [--calls N] [--sessions N] [--runs N] [--json]
 vc_bench cache [--turns 150] [--ceiling 8000] [--layout stable|rewrite|both] [--wait 10]
                [--embedder hashing|minilm] [--max-turns N] [--cache-dir DIR] [--json]"""
@@ -28,6 +29,11 @@ class Command(BaseCommand):
         proxy.add_argument("--connections", "--concurrency", type=int, default=32)
         proxy.add_argument("--pairs", "--requests", type=int, default=300)
         proxy.add_argument("--json", action="store_true")
+        plan = sub.add_parser("plan", help="planning one request on a 500-turn conversation")
+        plan.add_argument("--turns", type=int, default=500)
+        plan.add_argument("--ceiling", type=int, default=16_000)
+        plan.add_argument("--runs", type=int, default=30)
+        plan.add_argument("--json", action="store_true")
         ingest = sub.add_parser("ingest", help="a 500-turn history through the memory job")
         ingest.add_argument("--turns", type=int, default=500)
         ingest.add_argument("--ceiling", type=int, default=16_000)
@@ -77,7 +83,7 @@ class Command(BaseCommand):
             json_out = json.dumps(figures, indent=2)
             self.stdout.write(json_out if options["json"] else dashboard_bench.report(figures))
             return
-        if options["bench"] in ("ingest", "inbound"):
+        if options["bench"] in ("ingest", "inbound", "plan"):
             figures = _memory_bench(options)
             self.stdout.write(json.dumps(figures, indent=None if not options["json"] else 2))
             return
@@ -141,6 +147,10 @@ class Command(BaseCommand):
 
 
 def _memory_bench(options: dict[str, Any]) -> dict[str, Any]:
+    if options["bench"] == "plan":
+        from memory_app.bench import plan
+
+        return plan.run(turns=options["turns"], ceiling=options["ceiling"], runs=options["runs"])
     if options["bench"] == "ingest":
         from memory_app.bench import ingest
 
