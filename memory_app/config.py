@@ -33,9 +33,9 @@ class MemoryConfig:
     soft_threshold: float = 0.70
     hard_threshold: float = 0.85
     protected_turns: int = 6
-    window_share: float = 0.35
+    window_share: float = 1.0
     stable_share: float = 0.10
-    compaction_target: float = 0.50
+    compaction_target: float = 0.25
     segment_max_tokens: int = 2_000
     segment_max_turns: int = 12
     summary_ratio: float = 0.25

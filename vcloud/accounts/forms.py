@@ -102,8 +102,9 @@ _MEMORY_HELP: dict[str, tuple[str, str]] = {
     ),
     "window_share": (
         "Window share",
-        "Recent history kept verbatim beyond the protected turns, as a share of the "
-        "ceiling (0–1); older turns come back through recall when they are relevant.",
+        "Recent history kept verbatim beyond the protected turns between compactions, as "
+        "a share of the ceiling (0–1; 1 = off, the default). Lower leaves more room for "
+        "recall but breaks the provider's prompt cache more often.",
     ),
     "stable_share": (
         "Stable block share",
