@@ -7,48 +7,19 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterator
 
 import anthropic
 import openai
-import pytest
 from playwright.sync_api import Page, expect
 
-from tests.fakes.provider import start_fake_provider
-from tests.support.server import Server, start_server
+from tests.browser.conftest import sign_up_with_a_key
+from tests.support.server import Server
 
 SESSION = "browser-trip-planning"
 
 
-@pytest.fixture(scope="module")
-def proxy_server(tmp_path_factory) -> Iterator[Server]:
-    """vcloud with every provider format pointing at the fake provider."""
-    fake = start_fake_provider()
-    server = start_server(
-        tmp_path_factory.mktemp("dashboard-data"),
-        DATABASE_URL="",
-        REDIS_URL="",
-        VC_UPSTREAM_ANTHROPIC=fake.url,
-        VC_UPSTREAM_OPENAI=fake.url,
-        VC_UPSTREAM_GEMINI=fake.url,
-        VC_EMBEDDER="hashing",
-    )
-    yield server
-    server.stop()
-    fake.stop()
-
-
 def _sign_up_with_a_key(page: Page, base: str, name: str = "dashboard-user") -> str:
-    page.goto(base + "/signup/")
-    page.fill("#id_username", name)
-    page.fill("#id_email", f"{name}@example.com")
-    page.fill("#id_password1", "a-long-unusual-passphrase")
-    page.fill("#id_password2", "a-long-unusual-passphrase")
-    page.get_by_role("button", name="Sign up").click()
-    expect(page).to_have_url(re.compile(r"/keys/$"))
-    page.fill("#id_name", "browser-sdk")
-    page.get_by_role("button", name="Create key").click()
-    return page.locator("#raw-key").inner_text()
+    return sign_up_with_a_key(page, base, name)
 
 
 def _ask(base: str, raw: str, text: str) -> None:

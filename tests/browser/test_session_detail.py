@@ -6,51 +6,22 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
 import httpx
-import pytest
 from playwright.sync_api import Page, expect
 
-from tests.fakes.provider import start_fake_provider
+from tests.browser.conftest import sign_up_with_a_key
 from tests.memory_app.corpus import conversation_texts
-from tests.support.server import Server, start_server
+from tests.support.server import Server
 
 SESSION = "browser-long-session"
 
 
-@pytest.fixture(scope="module")
-def proxy_server(tmp_path_factory) -> Iterator[Server]:
-    """vcloud with the Anthropic format pointing at the fake provider."""
-    fake = start_fake_provider()
-    server = start_server(
-        tmp_path_factory.mktemp("session-data"),
-        DATABASE_URL="",
-        REDIS_URL="",
-        VC_UPSTREAM_ANTHROPIC=fake.url,
-        VC_UPSTREAM_OPENAI=fake.url,
-        VC_UPSTREAM_GEMINI=fake.url,
-        VC_EMBEDDER="hashing",
-    )
-    yield server
-    server.stop()
-    fake.stop()
-
-
 def _sign_up_with_a_low_ceiling(page: Page, base: str) -> str:
     """A new user, a 2,000-token ceiling with payload capture on, and a key."""
-    page.goto(base + "/signup/")
-    page.fill("#id_username", "session-user")
-    page.fill("#id_email", "session-user@example.com")
-    page.fill("#id_password1", "a-long-unusual-passphrase")
-    page.fill("#id_password2", "a-long-unusual-passphrase")
-    page.get_by_role("button", name="Sign up").click()
-    expect(page).to_have_url(re.compile(r"/keys/$"))
-    page.fill("#id_name", "browser-sdk")
-    page.get_by_role("button", name="Create key").click()
-    raw = page.locator("#raw-key").inner_text()
+    raw = sign_up_with_a_key(page, base, "session-user")
     page.goto(base + "/settings/")
     page.fill("#id_context_ceiling", "2000")
     page.check("#id_capture_payloads")
