@@ -110,16 +110,44 @@ def render_request(
     """The upstream body: ``exchange.body`` with ``messages`` and ``system`` replaced.
 
     ``system_block`` (the stable memory block) goes after the client's system
-    prompt. When the body then carries no ``cache_control`` mark at all, the
-    block gets one: the prompt cache then holds tools, system prompt and memory
-    block, the prefix that only changes at compaction. The client's own marks
-    stay where they are, and none is added beside them (the API allows four)."""
+    prompt. When the body then carries no ``cache_control`` mark at all, two
+    go in: on that block (tools, system prompt and memory block change only at
+    compaction) and on the last cacheable block of the message before the
+    latest one (the end of the kept window; the latest message, with what was
+    recalled for it, is the volatile tail). The client's own marks stay where
+    they are, and none is added beside them (the API allows four)."""
     body = dict(exchange.body)
     body["messages"] = list(items) if items is not None else [t.item for t in exchange.turns]
     if system_block:
         marked = _cache_marks(body) == 0
         body["system"] = _with_system_block(body.get("system"), system_block, marked)
+        if marked and len(body["messages"]) >= 2:
+            window_end = _cache_marked(body["messages"][-2])
+            if window_end is not None:
+                body["messages"] = [*body["messages"][:-2], window_end, body["messages"][-1]]
     return body
+
+
+_CACHEABLE = frozenset({"text", "image", "document", "tool_use", "tool_result"})
+_MARK = {"type": "ephemeral"}
+
+
+def _cache_marked(message: Any) -> dict[str, Any] | None:
+    """``message`` with a cache mark on its last cacheable block, or None."""
+    if not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        block = {"type": "text", "text": content, "cache_control": dict(_MARK)}
+        return {**message, "content": [block]} if content else None
+    if not isinstance(content, list):
+        return None
+    for i in range(len(content) - 1, -1, -1):
+        block = content[i]
+        if isinstance(block, dict) and block.get("type") in _CACHEABLE:
+            marked = {**block, "cache_control": dict(_MARK)}
+            return {**message, "content": [*content[:i], marked, *content[i + 1 :]]}
+    return None
 
 
 def _cache_marks(value: Any) -> int:
@@ -152,7 +180,7 @@ def _system_text(system: Any) -> str:
 def _with_system_block(system: Any, text: str, mark: bool = False) -> list[Any]:
     block: dict[str, Any] = {"type": "text", "text": text}
     if mark:
-        block["cache_control"] = {"type": "ephemeral"}
+        block["cache_control"] = dict(_MARK)
     if isinstance(system, list):
         return [*system, block]
     if isinstance(system, str) and system:

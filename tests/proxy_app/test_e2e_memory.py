@@ -99,8 +99,10 @@ def test_a_long_history_is_compacted_in_the_background_and_shown_by_the_api(
     sent = fake.requests[-1].json
     assert len(sent["messages"]) < len(history)
     assert "<virtual-context>" in json.dumps(sent["system"])
-    # The client set no cache mark: one ends the stable prefix (system + memory block).
+    # The client set no cache mark: ours end the memory block and the kept window.
     assert sent["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert sent["messages"][-2]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in json.dumps(sent["messages"][-1])
     latest = sent["messages"][-1]
     assert latest["role"] == "user"
     assert "Recalled from earlier" in latest["content"][0]["text"]

@@ -601,3 +601,26 @@ def test_non_sse_body_is_not_held_back() -> None:
     body = orjson.dumps(fmt.error_body(429, "slow"))
     assert b"".join(observer.feed(body[i : i + 5]) for i in range(0, len(body), 5)) == body
     assert observer.flush() == b""
+
+
+def test_the_end_of_the_kept_window_is_marked_too_and_the_latest_message_is_not() -> None:
+    ex = fmt.parse_request({"messages": []})
+    items = [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": [{"type": "text", "text": "a1"}]},
+        {"role": "user", "content": "latest, with recall"},
+    ]
+    out = fmt.render_request(ex, items=items, system_block="M")
+    assert out["messages"][1]["content"] == [{"type": "text", "text": "a1", **CACHE_MARK}]
+    assert out["messages"][0] == items[0]
+    assert out["messages"][2] == items[2]
+    assert fmt._cache_marks(out) == 2
+    assert items[1]["content"] == [{"type": "text", "text": "a1"}]  # inputs untouched
+    # A string is made one marked text block; a message of only thinking gets no mark.
+    items[1] = {"role": "assistant", "content": "a1"}
+    out = fmt.render_request(ex, items=items, system_block="M")
+    assert out["messages"][1]["content"] == [{"type": "text", "text": "a1", **CACHE_MARK}]
+    items[1] = {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}]}
+    out = fmt.render_request(ex, items=items, system_block="M")
+    assert out["messages"][1] == items[1]
+    assert fmt._cache_marks(out) == 1
