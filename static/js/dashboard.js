@@ -8,11 +8,9 @@
   "use strict";
   const grid = document.querySelector("#live-grid");
   const sessions = document.querySelector("#session-list");
-  const status = document.querySelector("#live-status");
   if (!grid && !sessions) return;
 
   const MAX_ROWS = 50;
-  const BACKOFF_MAX_MS = 30000;
   const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
   const numbers = new Intl.NumberFormat("en-US");
   const labels = readJson("format-labels");
@@ -145,38 +143,10 @@
   }
 
   // ------------------------------------------------------------------- socket
-  let attempt = 0;
-  function setStatus(state, text) {
-    if (!status) return;
-    status.dataset.state = state;
-    status.textContent = text;
-  }
   function handle(event) {
     if (!event || !event.type || !event.request_id) return;
     if (grid) onGridEvent(event);
     if (sessions) onSessionEvent(event);
   }
-  function connect() {
-    const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const socket = new WebSocket(`${scheme}://${location.host}/ws/live/`);
-    setStatus("connecting", "connecting…");
-    socket.addEventListener("open", () => {
-      attempt = 0;
-      setStatus("live", "live");
-    });
-    socket.addEventListener("message", (message) => {
-      try { handle(JSON.parse(message.data)); } catch (error) { console.error(error); }
-    });
-    socket.addEventListener("close", (closed) => {
-      if (closed.code === 4401) {
-        setStatus("off", "not logged in: reload the page");
-        return;
-      }
-      const delay = Math.min(BACKOFF_MAX_MS, 1000 * 2 ** attempt) * (0.5 + Math.random() / 2);
-      attempt += 1;
-      setStatus("reconnecting", `reconnecting in ${Math.ceil(delay / 1000)} s…`);
-      setTimeout(connect, delay);
-    });
-  }
-  connect();
+  window.vcLive(handle);
 })();

@@ -19,7 +19,6 @@
   const MAX_REQUEST_ROWS = 25;
   const POLL_MS = 1000;
   const GRACE_MS = 4000;  // after a live request, watch for the job it enqueues
-  const BACKOFF_MAX_MS = 30000;
 
   // ------------------------------------------------------------------ helpers
   const pad = (n) => String(n).padStart(2, "0");
@@ -273,7 +272,6 @@
   // ------------------------------------------------------------ live requests
   const requests = document.getElementById("session-requests");
   const liveRows = root.dataset.liveRequests === "on";
-  const status = document.getElementById("live-status");
 
   function fillRow(row, event) {
     const done = event.type === "request.done";
@@ -326,36 +324,7 @@
     watchJobs(GRACE_MS);
   }
 
-  let attempt = 0;
-  function setStatus(state, text) {
-    if (!status) return;
-    status.dataset.state = state;
-    status.textContent = text;
-  }
-  function connect() {
-    const scheme = window.location.protocol === "https:" ? "wss" : "ws";
-    const socket = new WebSocket(`${scheme}://${window.location.host}/ws/live/`);
-    setStatus("connecting", "connecting…");
-    socket.addEventListener("open", () => {
-      attempt = 0;
-      setStatus("live", "live");
-    });
-    socket.addEventListener("message", (message) => {
-      try {
-        const event = JSON.parse(message.data);
-        if (event && event.type && event.request_id) onRequest(event);
-      } catch (error) { console.error(error); }
-    });
-    socket.addEventListener("close", (closed) => {
-      if (closed.code === 4401) {
-        setStatus("off", "not logged in: reload the page");
-        return;
-      }
-      const delay = Math.min(BACKOFF_MAX_MS, 1000 * 2 ** attempt) * (0.5 + Math.random() / 2);
-      attempt += 1;
-      setStatus("reconnecting", `reconnecting in ${Math.ceil(delay / 1000)} s…`);
-      setTimeout(connect, delay);
-    });
-  }
-  connect();
+  window.vcLive((event) => {
+    if (event && event.type && event.request_id) onRequest(event);
+  });
 })();
