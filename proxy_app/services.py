@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Max
 from django.utils import timezone
 
 from memory_app.models import Conversation, RequestContext, Turn
@@ -168,8 +168,19 @@ def records_persist(records: list[ExchangeRecord]) -> None:
     _counters_update(records)
 
 
+# The client's own prompt caching, estimated as the shared benchmark's billing
+# model does (OpenAI-style automatic prefix caching): a prefix shared with the
+# previous request counts from 1,024 tokens, in steps of 128.
+CLIENT_CACHE_MIN = 1_024
+CLIENT_CACHE_STEP = 128
+
+
 def records_price(records: list[ExchangeRecord]) -> None:
-    """Set each record's cost from the price catalog (read once per process)."""
+    """Set each record's cost from the price catalog (read once per process),
+    and its baseline: the client's own full-history request to the same model,
+    with the prompt-cache hits that client would have had (``client_cached``),
+    so that savings are never overstated."""
+    shared = _client_prefixes(records)
     for record in records:
         price = price_lookup(record.model) if record.model else None
         record.priced = price is not None
@@ -184,9 +195,44 @@ def records_price(records: list[ExchangeRecord]) -> None:
             price,
             input_tokens=record.client_tokens,
             output_tokens=record.output_tokens,
-            cache_read_tokens=min(record.cached_tokens, record.client_tokens),
-            cache_write_tokens=record.cache_write_tokens,
+            cache_read_tokens=client_cached(shared.get(record.request_id, 0)),
+            cache_write_tokens=0,
         )
+
+
+def client_cached(shared_tokens: int) -> int:
+    """Tokens a provider caches of a prefix of ``shared_tokens`` (the billing model)."""
+    if shared_tokens < CLIENT_CACHE_MIN:
+        return 0
+    return shared_tokens // CLIENT_CACHE_STEP * CLIENT_CACHE_STEP
+
+
+def _client_prefixes(records: list[ExchangeRecord]) -> dict[str, int]:
+    """Per request, the tokens of its client body that repeat the client's
+    previous request in the conversation: all of that request when the history
+    only grew (a client resends its whole history), nothing after an edit."""
+    ids = {r.conversation_id for r in records if r.conversation_id is not None and r.ledger}
+    latest = (
+        RequestLog.objects.filter(conversation_id__in=ids, status__lt=400, model__gt="")
+        .values("conversation_id")
+        .annotate(last=Max("id"))
+        .values_list("last", flat=True)
+    )
+    previous: dict[int | None, int] = dict(
+        RequestLog.objects.filter(id__in=list(latest)).values_list(
+            "conversation_id", "client_tokens"
+        )
+    )
+    shared: dict[str, int] = {}
+    for record in records:
+        if record.conversation_id is None or not record.ledger:
+            continue
+        before = previous.get(record.conversation_id, 0)
+        if record.replaced_from is None:
+            shared[record.request_id] = min(before, record.client_tokens)
+        if record.status < 400 and record.model:
+            previous[record.conversation_id] = record.client_tokens
+    return shared
 
 
 def _turns_persist(records: list[ExchangeRecord]) -> None:

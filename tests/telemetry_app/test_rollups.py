@@ -232,8 +232,9 @@ def test_persisted_records_fill_the_rollups_with_their_baseline(account, keys):
     # claude-sonnet-4-5: 3000 client tokens × $3 + 100 output × $15 per million.
     assert logged.baseline_cost == Decimal("0.0105")
     assert logged.cost == Decimal("0.0045")
-    # Cache prices count in the baseline too: 2100 plain, 800 read at $0.30, 100 written at $3.75.
-    assert RequestLog.objects.get(request_id="r2").baseline_cost == Decimal("0.008415")
+    # The baseline has the client's own cache hits: r2 repeats r1's 3000 tokens, of
+    # which 2944 (128-token steps) are read at $0.30 and 56 sent plain at $3.
+    assert RequestLog.objects.get(request_id="r2").baseline_cost == Decimal("0.0025512")
     sonnet = bucket(account, model="claude-sonnet-4-5")
     assert (sonnet.requests, sonnet.calls, sonnet.cache_write_tokens) == (2, 2, 100)
     totals = RequestLog.objects.aggregate(c=Sum("cost"), b=Sum("baseline_cost"))
@@ -297,3 +298,29 @@ def test_backfill_rolls_up_rows_logged_before_rollups_existed(account, keys):
         "r": 5,
         "o": Decimal("0.001"),
     }
+
+
+def test_the_baseline_counts_the_clients_own_cache_hits_across_batches_but_not_after_an_edit(
+    account, keys
+):
+    laptop, _ = keys
+    conversation = factories.conversation_create(account)
+    factories.records_write(
+        [factories.exchange_record(account, laptop, conversation, request_id="a")]
+    )
+    grown = factories.exchange_record(
+        account, laptop, conversation, request_id="b", client_tokens=5_000
+    )
+    edited = factories.exchange_record(
+        account, laptop, conversation, request_id="c", client_tokens=5_100, replaced_from=2
+    )
+    small = factories.exchange_record(
+        account, laptop, factories.conversation_create(account), request_id="d", client_tokens=900
+    )
+    factories.records_write([grown, edited, small])
+    # b repeats a's 3000 tokens (a was written in an earlier batch): 2944 read at $0.30,
+    # 2056 plain at $3, 100 output at $15 per million.
+    assert RequestLog.objects.get(request_id="b").baseline_cost == Decimal("0.0085512")
+    # c edited its history: no cached prefix is assumed; d is too short to be cached.
+    assert RequestLog.objects.get(request_id="c").baseline_cost == Decimal("0.0168")
+    assert RequestLog.objects.get(request_id="d").baseline_cost == Decimal("0.0042")
