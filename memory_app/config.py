@@ -35,6 +35,9 @@ class MemoryConfig:
     protected_turns: int = 6
     window_share: float = 1.0
     stable_share: float = 0.10
+    recall_share: float = 0.08
+    recall_confidence: float = 0.95
+    recall_reach: float = 0.6
     compaction_target: float = 0.25
     segment_max_tokens: int = 2_000
     segment_max_turns: int = 12
@@ -142,6 +145,10 @@ def _check_ranges(c: MemoryConfig) -> None:
         problems.append("0 < summary_ratio ≤ 1 and summary_max_tokens ≥ 20")
     if not 0 < c.window_share <= 1 or not 0 <= c.stable_share <= 0.5:
         problems.append("0 < window_share ≤ 1 and 0 ≤ stable_share ≤ 0.5")
+    if not 0 <= c.recall_share <= 1 or not 0 <= c.recall_confidence <= 2:
+        problems.append("0 ≤ recall_share ≤ 1 and 0 ≤ recall_confidence ≤ 2")
+    if not 0 <= c.recall_reach <= 2:
+        problems.append("0 ≤ recall_reach ≤ 2")
     if c.tag_summary_max_tokens < 20 or c.gap_hours <= 0 or c.tagger_lookback < 0:
         problems.append("tag_summary_max_tokens ≥ 20, gap_hours > 0, tagger_lookback ≥ 0")
     if not 0 < c.tag_split_share <= 1 or c.tag_split_min_turns < 1:

@@ -325,9 +325,9 @@ def _clients_create(
     stamp = time.time_ns()
     users = {layout: f"cache-{layout}-{stamp}" for layout in (*layouts, "warmup")}
     keys = longmemeval._accounts_create(rig.server, [(u, ceiling) for u in users.values()])
-    layout_off = [users[layout] for layout in layouts if layout == "rewrite"]
-    if layout_off:
-        rig.server.manage("shell", "-c", _LAYOUT_OFF_SCRIPT % json.dumps(layout_off))
+    rewrite = [users[layout] for layout in layouts if layout == "rewrite"]
+    if rewrite:
+        longmemeval.layout_off(rig.server, rewrite)
     clients = {
         layout: Client(
             layout, rig, keys[users[layout]], f"sk-bench-{layout}", users[layout], ceiling
@@ -335,13 +335,6 @@ def _clients_create(
         for layout in layouts
     }
     return clients, keys[users["warmup"]]
-
-
-_LAYOUT_OFF_SCRIPT = """
-import json
-from vcloud.accounts.models import Account
-Account.objects.filter(owner__username__in=json.loads(%r)).update(cache_aware_layout=False)
-"""
 
 
 def _evidence(

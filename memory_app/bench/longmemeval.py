@@ -258,9 +258,12 @@ def run(
     embedder: str = "minilm",
     cache_dir: Path | None = DEFAULT_CACHE_DIR,
     timeout: float = 600,
+    layout: str = "stable",
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Every selected question at every ceiling; rows and per-ceiling figures."""
+    """Every selected question at every ceiling; rows and per-ceiling figures.
+    ``layout`` "rewrite" turns the accounts' cache-aware layout off (the recall
+    then goes in the system block, with all the room: issue 12's comparison)."""
     ceilings = list(ceilings)
     path = split_path(split)
     questions = questions_select(evidence().load_questions(str(path)), types=types, limit=limit)
@@ -270,6 +273,8 @@ def run(
     with _rig(embedder, cache_dir, timeout) as rig:
         specs = [(_user(q, c), c) for q in questions for c in ceilings]
         keys = _accounts_create(rig.server, [*specs, ("lme-warmup", ceilings[0])])
+        if layout == "rewrite":
+            layout_off(rig.server, [user for user, _ in specs])
         warm_up_s = _warm_up(rig, keys["lme-warmup"])
         for n, (q, c) in enumerate((q, c) for q in questions for c in ceilings):
             row = question_run(rig, keys[_user(q, c)], q, c)
@@ -279,6 +284,7 @@ def run(
     return {
         "split": str(path),
         "embedder": embedder,
+        "layout": layout,
         "tokenizer": tokenizer_status(),
         "warm_up_s": round(warm_up_s, 2),
         "ceilings": {
@@ -331,6 +337,18 @@ for name, ceiling in json.loads(%r):
     keys[name] = vckey_create(account=account, name="longmemeval")[1]
 print(json.dumps(keys))
 """
+
+
+_LAYOUT_OFF_SCRIPT = """
+import json
+from vcloud.accounts.models import Account
+Account.objects.filter(owner__username__in=json.loads(%r)).update(cache_aware_layout=False)
+"""
+
+
+def layout_off(server: Any, usernames: list[str]) -> None:
+    """Turn the cache-aware layout off for these users' accounts (the "rewrite" layout)."""
+    server.manage("shell", "-c", _LAYOUT_OFF_SCRIPT % json.dumps(usernames))
 
 
 def _accounts_create(server: Any, specs: list[tuple[str, int]]) -> dict[str, str]:
@@ -411,6 +429,7 @@ def _table_by_ceiling(result: dict[str, Any]) -> Iterator[str]:
     yield (
         f"LongMemEval {result['split']}: {any_f['evidence']['questions']} questions"
         f" ({any_f['evidence']['scored']} scored), embedder {result['embedder']},"
+        f" layout {result.get('layout', 'stable')},"
         f" tokens {result['tokenizer']}, warm-up {result['warm_up_s']} s"
     )
     head = ["ceiling", "hit rate", "sess. recall", "payload tok", "history tok"]

@@ -15,11 +15,14 @@ keeps the provider's prompt cache warm"):
   name, summaries in conversation order, nothing from this message. Two
   requests between compactions get it byte for byte. It takes at most
   ``stable_share`` of the room left by ``fixed_tokens``; what does not fit
-  is left out (greedily, in that order) and said in ``reasons``.
+  is left out (greedily, in that order) and listed in ``stable_left_out``;
+  one line of ``reasons`` counts what went in and what was left out.
 - The kept history is one contiguous verbatim window from the watermark to the
-  last turn. A watermark inside a tool chain (a call and the turns answering it)
-  moves back to the chain's start. Only when the window alone does not fit
-  (compaction lagging behind: the hard-threshold case) are its oldest turns
+  last turn. It opens with a user message (not a tool result): a watermark
+  inside a tool chain (a call and the turns answering it) or before an
+  assistant turn moves back to the user message that opened the exchange.
+  Only when the window alone does not fit (compaction lagging behind: the
+  hard-threshold case) are its oldest turns
   dropped, at chain-safe cuts, with ``window_truncated=True``; the cache prefix
   is then lost, unavoidably. Should that reach into the last
   ``protected_turns``, the stable block is given up first. If even the last
@@ -34,9 +37,18 @@ keeps the provider's prompt cache warm"):
   whose every turn is already present verbatim is skipped. Items that do not
   fit are skipped and the scan goes on, so smaller ones may still fit. The block
   lists items in conversation order, each labelled with its session date.
+- The recall block is paid at the full input price on every request (it sits
+  after the cached prefix), so in the cache-aware layout it takes at most
+  ``recall_share`` of the room left by ``fixed_tokens`` — unless the message
+  is about older memory: the best usable hit (outside the window) scores
+  ``recall_confident`` or more, or it scores ``recall_reach`` or more and at
+  least ``REACH_RATIO`` (1.5) × the best hit inside the kept window (the message
+  reaches back rather than going on with what the window holds). Then the
+  recall gets all the room the window and the stable block leave. A threshold
+  of 0 disables its test. ``reasons`` says which applied.
 - ``cache_aware=False`` (the "rewrite" layout of the cache benchmark): the recall
   goes inside the one memory block in the system position; ``recall_block`` is
-  empty. Same budget, same choices.
+  empty. It ignores caching, so its recall always gets all the room.
 """
 
 from __future__ import annotations
@@ -52,6 +64,7 @@ STABLE_RULES = (
     "Earlier parts of this conversation were compacted. The topics and summaries "
     "below stand for them; recalled excerpts, when present, come with their dates."
 )
+REACH_RATIO = 1.5  # a hit outside the window this many times the window's best: reaching back
 RECALL_INTRO = "Recalled from earlier in this conversation for the latest message (oldest first):"
 UNDATED = "date unknown"
 
@@ -79,7 +92,7 @@ def plan_payload(inputs: PlanInputs) -> PayloadPlan:
     if inputs.watermark <= 0 and inputs.fixed_tokens + history <= inputs.ceiling:
         return _passthrough(inputs, history)
     plan = PayloadPlan(passthrough=False)
-    stable_units, stable_lines = _stable_parts(inputs, plan.reasons)
+    stable_units, stable_lines = _stable_parts(inputs, plan)
     stable = _render_context(stable_lines, []) if stable_lines else ""
     cut, stable = _window(inputs, stable, plan)
     if not stable:
@@ -92,7 +105,9 @@ def plan_payload(inputs: PlanInputs) -> PayloadPlan:
     room = inputs.ceiling - inputs.fixed_tokens - window_tokens
     groups = _candidates(inputs, set(plan.kept_positions), {u.key for u in stable_units})
     if inputs.cache_aware:
-        chosen = _fit(groups, _render_recall, room - _count(inputs, stable), inputs, kept)
+        room -= _count(inputs, stable)
+        budget = _recall_budget(inputs, groups, room, set(plan.kept_positions), plan.reasons)
+        chosen = _fit(groups, _render_recall, budget, inputs, kept)
         recall = _render_recall(chosen)
     else:
         # The rewrite layout: one block, recall inside it, rebuilt every request.
@@ -151,13 +166,18 @@ def _account(inputs: PlanInputs, plan: PayloadPlan, window: int, hits: int) -> N
 # ---------------------------------------------------------------- stable block
 
 
-def _stable_parts(inputs: PlanInputs, reasons: list[str]) -> tuple[list[MemoryUnit], list[str]]:
-    """The tag summaries and the lines of the stable block, within its share."""
+def _stable_parts(inputs: PlanInputs, plan: PayloadPlan) -> tuple[list[MemoryUnit], list[str]]:
+    """The tag summaries and the lines of the stable block, within its share;
+    what does not fit goes to ``plan.stable_left_out``."""
     if not inputs.topic_hint and not inputs.stable_summaries:
         return [], []
     cap = int(inputs.stable_share * max(0, inputs.ceiling - inputs.fixed_tokens))
     topic_lines: list[str] = []
     units: list[MemoryUnit] = []
+    # One entry per item rather than one reason each: a long conversation has
+    # hundreds of topics, and reasons are stored with every request.
+    topics_out: list[str] = []
+    summaries_out: list[str] = []
 
     def over() -> bool:
         lines = _stable_lines(topic_lines, units)
@@ -167,14 +187,27 @@ def _stable_parts(inputs: PlanInputs, reasons: list[str]) -> tuple[list[MemoryUn
         topic_lines.append(f"{tag} ({turns} turns)" + (f": {description}" if description else ""))
         if over():
             topic_lines.pop()
-            reasons.append(f"topic {tag} left out of the stable block: over its share")
+            topics_out.append(tag)
     for unit in sorted(inputs.stable_summaries, key=lambda u: (u.start_position, u.key)):
         units.append(unit)
         if over():
             units.pop()
-            reasons.append(f"{unit.key} left out of the stable block: over its share")
-    reasons.append(f"stable block: {len(topic_lines)} topics, {len(units)} tag summaries")
+            summaries_out.append(unit.key)
+    plan.stable_left_out = [*topics_out, *summaries_out]
+    plan.reasons.append(
+        _stable_reason(len(topic_lines), len(units), len(topics_out), len(summaries_out))
+    )
     return units, _stable_lines(topic_lines, units)
+
+
+def _stable_reason(topics: int, summaries: int, topics_out: int, summaries_out: int) -> str:
+    """The one reason line for the stable block: what went in, what was left out."""
+    reason = f"stable block: {topics} topics, {summaries} tag summaries"
+    counts = ((topics_out, "topics"), (summaries_out, "tag summaries"))
+    out = [f"{n} {what}" for n, what in counts if n]
+    if out:
+        reason += f"; {' and '.join(out)} left out: over its share"
+    return reason
 
 
 def _stable_lines(topic_lines: Sequence[str], units: Sequence[MemoryUnit]) -> list[str]:
@@ -206,14 +239,19 @@ def _flat(text: str) -> str:
 def _window(inputs: PlanInputs, stable: str, plan: PayloadPlan) -> tuple[int, str]:
     """The index the kept window starts at, and the stable block that still fits."""
     turns = inputs.turns
-    unsafe = unsafe_cuts(turns)
+    # A kept history opens with the user's own message: providers reject one
+    # that opens with the assistant or a tool result (Gemini: a function call
+    # must follow a user turn), so no cut falls before any other turn.
+    unsafe = unsafe_cuts(turns) | {
+        i for i, turn in enumerate(turns) if turn.role != "user" or turn.tool_results
+    }
     start = next((i for i, t in enumerate(turns) if t.position >= inputs.watermark), len(turns))
     while start > 0 and start in unsafe:
         start -= 1
     if start < len(turns) and turns[start].position < inputs.watermark:
         plan.reasons.append(
             f"window starts at {turns[start].position}, before the watermark "
-            f"{inputs.watermark}: a tool chain is kept whole"
+            f"{inputs.watermark}: the window opens with the user message of its exchange"
         )
     suffix = [*accumulate(t.tokens for t in reversed(turns))][::-1] + [0]
     protected = len(turns) - max(0, inputs.protected_turns)
@@ -340,6 +378,40 @@ def _item(unit: MemoryUnit, hit: Scored, why: str, roles: dict[int, str]) -> _It
         verbatim=unit.kind == "turn",
         hit=hit.key,
     )
+
+
+def _recall_budget(
+    inputs: PlanInputs, groups: list[list[_Item]], room: int, kept: set[int], reasons: list[str]
+) -> int:
+    """Tokens the volatile recall block may take (see the module contract)."""
+    share = int(inputs.recall_share * max(0, inputs.ceiling - inputs.fixed_tokens))
+    if share >= room:
+        return room
+    best = groups[0][0].score if groups else 0.0
+    inside = _best_inside(inputs, kept)
+    confident = 0.0 < inputs.recall_confident <= best
+    reaches = 0.0 < inputs.recall_reach <= best and best >= REACH_RATIO * inside
+    if confident or reaches:
+        why = "strong" if confident else f"over {REACH_RATIO:g} × the window's best ({inside:.4f})"
+        reasons.append(
+            f"recall: the best hit outside the window scores {best:.4f}, {why}: the message "
+            f"is about older memory, all {room} tokens of room"
+        )
+        return room
+    reasons.append(
+        f"recall held to {inputs.recall_share:.0%} of the room ({share} tokens): it is paid "
+        f"in full on every request; best hit outside the window {best:.4f}, inside {inside:.4f}"
+    )
+    return max(0, share)
+
+
+def _best_inside(inputs: PlanInputs, kept: set[int]) -> float:
+    """The best score of a hit on a turn of the kept window (``scored`` is best first)."""
+    for hit in inputs.scored:
+        unit = inputs.units.get(hit.key)
+        if unit is not None and unit.kind == "turn" and unit.start_position in kept:
+            return hit.score
+    return 0.0
 
 
 def _fit(

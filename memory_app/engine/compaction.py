@@ -90,17 +90,18 @@ def unsafe_cuts(turns: list[TurnView]) -> set[int]:
     """Cut indexes ``k`` (between ``turns[k-1]`` and ``turns[k]``) that split a tool chain.
 
     A chain runs from the turn making a call to the last turn answering it; every
-    cut inside that span would separate the two."""
+    cut inside that span would separate the two. Ids may repeat (Gemini names a
+    call without id by its ordinal in its own content: ``search#0`` in every turn
+    calling ``search`` once), so a result answers the latest call of its id before it."""
     made_at: dict[str, int] = {}
-    for index, turn in enumerate(turns):
-        for call_id in turn.tool_calls:
-            made_at.setdefault(call_id, index)
     unsafe: set[int] = set()
     for index, turn in enumerate(turns):
         for call_id in turn.tool_results:
             start = made_at.get(call_id)
-            if start is not None and start < index:
+            if start is not None:
                 unsafe.update(range(start + 1, index + 1))
+        for call_id in turn.tool_calls:
+            made_at[call_id] = index
     return unsafe
 
 

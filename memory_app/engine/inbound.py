@@ -11,7 +11,9 @@ migration" names ``database-migration``) gets ``lexical_boost`` added and is
 returned even below ``threshold``; any other tag must reach ``threshold``.
 
 Cost: one ``encode`` of one message plus a matrix-vector product; the lexical
-check is a set lookup per tag.
+check is a set lookup per tag. A caller that has already embedded the message
+(the planner embeds the query for retrieval) passes ``vector`` and the encode
+is skipped.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
 from memory_app.engine.canon import tag_fold, text_words, word_fold
 from memory_app.engine.types import Embedder, Matrix
@@ -72,6 +75,7 @@ class InboundTagger:
         embedder: Embedder,
         k: int = 3,
         threshold: float = 0.35,
+        vector: npt.ArrayLike | None = None,
     ) -> list[tuple[str, float]]:
         if vocab_matrix.shape[0] != len(vocab_names):
             raise ValueError(
@@ -79,7 +83,7 @@ class InboundTagger:
             )
         if k <= 0 or not vocab_names or not message.strip():
             return []
-        query = embedder.encode([message])[0]
+        query = embedder.encode([message])[0] if vector is None else np.asarray(vector)
         similarity = vocab_matrix @ query
         longest = min(MAX_NGRAM, max(name.count("-") + 1 for name in vocab_names))
         named = message_phrases(message, longest)

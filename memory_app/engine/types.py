@@ -192,6 +192,13 @@ class RetrievalSettings:
     order_window: int = 10  # order hints reorder among this many top candidates
     order_boost: float = 0.3  # the earliest (or latest) of them: × (1 + boost), the next half that
 
+    def top_score(self) -> float:
+        """The fused score of a unit that every signal ranks first (before date
+        and order boosts): the scale that score thresholds are given against."""
+        return sum(self.weights.get(name, 1.0) for name in ("tags", "bm25", "cosine")) / (
+            self.rrf_k + 1
+        )
+
 
 # ---------------------------------------------------------------- assembly
 
@@ -215,6 +222,9 @@ class PlanInputs:
     cache_aware: bool = True
     window_share: float = 1.0  # the verbatim window beyond the protected turns: ≤ this × room
     stable_share: float = 0.30  # the stable block: ≤ this × the room left by fixed_tokens
+    recall_share: float = 1.0  # the volatile recall block (cache-aware): ≤ this × the room …
+    recall_confident: float = 0.0  # … unless the best usable hit scores this much (0 = never)
+    recall_reach: float = 0.0  # … or scores this much and twice the window's best (0 = never)
 
 
 @dataclass(slots=True)
@@ -233,5 +243,8 @@ class PayloadPlan:
         default_factory=dict
     )  # fixed stable window recall headroom
     window_truncated: bool = False
+    # topics and tag-summary keys ("g:name") the stable block had no room for,
+    # in the order considered (one summary line in ``reasons`` counts them)
+    stable_left_out: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     report: dict[str, Any] = field(default_factory=dict)  # filled by the caller, for the record

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import orjson
 from django.conf import settings
-from django.db.models import Count, Max
+from django.db.models import Count, Max, OuterRef, QuerySet, Subquery
 
 from memory_app import selectors
 from memory_app.config import config_for
@@ -60,7 +60,7 @@ def payload_plan_for_request(
     """The plan for this request (``passthrough`` to forward it unchanged), or
     ``None`` when the conversation is not the account's or has no turns."""
     conversation = (
-        Conversation.objects.select_related("account")
+        _with_state(Conversation.objects.select_related("account"))
         .filter(pk=conversation_id, account_id=account_id)
         .first()
     )
@@ -68,9 +68,13 @@ def payload_plan_for_request(
         return None
     encoding = tokens.encoding_for(exchange.format, exchange.model)
     views = _views(conversation, exchange, encoding)
-    fixed = _fixed_tokens(exchange, encoding)
+    fixed = fixed_tokens(exchange, encoding)
     config = config_for(conversation.account.memory_settings)
     waited = _hard_wait(conversation, views, fixed, ceiling, config.hard_threshold)
+    if waited is not None:  # the memory job ran meanwhile: read its state again
+        conversation = _with_state(Conversation.objects.select_related("account")).get(
+            pk=conversation.pk
+        )
     watermark = min(conversation.watermark, max(0, len(views) - 1))
     if watermark == 0:
         # Nothing compacted yet (a first request bringing its whole history, or
@@ -99,6 +103,9 @@ def payload_plan_for_request(
             cache_aware=cache_aware,
             window_share=config.window_share,
             stable_share=config.stable_share,
+            recall_share=config.recall_share,
+            recall_confident=config.recall_confidence * index.settings.top_score(),
+            recall_reach=config.recall_reach * index.settings.top_score(),
         )
     )
     if waited is not None:
@@ -111,8 +118,8 @@ def _hard_wait(
     conversation: Conversation, views: list[TurnView], fixed: int, ceiling: int, hard: float
 ) -> str | None:
     """Over the hard threshold with memory work under way, wait for it (at most
-    ``VC_HARD_WAIT_SECONDS``) so the plan sees the compaction it needs; the
-    conversation is reloaded. Returns the reason to record, or None."""
+    ``VC_HARD_WAIT_SECONDS``) so the plan sees the compaction it needs (the
+    caller reloads the conversation). Returns the reason to record, or None."""
     window = sum(v.tokens for v in views[conversation.watermark :])
     if (fixed + window) / ceiling < hard or not pending_jobs(conversation.pk):
         return None
@@ -120,7 +127,6 @@ def _hard_wait(
     deadline = started + settings.VC_HARD_WAIT_SECONDS
     while pending_jobs(conversation.pk) and time.monotonic() < deadline:
         time.sleep(HARD_WAIT_POLL)
-    conversation.refresh_from_db()
     waited = time.monotonic() - started
     done = "done" if not pending_jobs(conversation.pk) else "still running"
     return f"over the hard threshold: waited {waited:.1f} s for compaction ({done})"
@@ -162,6 +168,7 @@ def _report(
             if s.key not in recalled and s.key not in brought
         ][:20],
         "query": _query_report(query),
+        "stable_left_out": list(plan.stable_left_out),
         "reasons": list(plan.reasons),
     }
 
@@ -213,13 +220,22 @@ def _views(conversation: Conversation, exchange: Exchange, encoding: str) -> lis
             "position", "session_date"
         )
     )
+    return history_views(exchange, encoding, dates)
+
+
+def history_views(
+    exchange: Exchange, encoding: str, dates: dict[int, date | None] | None = None
+) -> list[TurnView]:
+    """The client's history as the planner sees it, each turn counted with
+    ``encoding``; ``dates`` gives session dates by position."""
+    known = dates or {}
     return [
         TurnView(
             position=i,
             role=t.role,
             text=t.text,
             tokens=tokens.count_item(exchange.format, t.item, encoding),
-            session_date=dates.get(i),
+            session_date=known.get(i),
             tool_calls=list(t.tool_call_ids),
             tool_results=list(t.tool_result_ids),
         )
@@ -227,27 +243,45 @@ def _views(conversation: Conversation, exchange: Exchange, encoding: str) -> lis
     ]
 
 
-def _fixed_tokens(exchange: Exchange, encoding: str) -> int:
+def fixed_tokens(exchange: Exchange, encoding: str) -> int:
+    """Tokens of the client's own system prompt and tools."""
     tools = orjson.dumps(exchange.tools).decode() if exchange.tools else ""
     return tokens.count_text(exchange.system, encoding) + tokens.count_text(tools, encoding)
 
 
-def _state_key(conversation: Conversation) -> tuple[Any, ...]:
-    turns = Turn.objects.filter(conversation=conversation).aggregate(n=Count("id"), m=Max("id"))
-    segments = Segment.objects.filter(conversation=conversation).aggregate(
-        n=Count("id"), m=Max("id")
+def _with_state(conversations: QuerySet[Conversation]) -> QuerySet[Conversation]:
+    """``conversations`` annotated with what ``_state_key`` reads, so that the
+    request path loads the conversation and its memory state in one query."""
+
+    def of(model: Any, value: Any, **where: Any) -> Subquery:
+        rows = model.objects.filter(conversation=OuterRef("pk"), **where).order_by()
+        return Subquery(rows.values("conversation").annotate(v=value).values("v"))
+
+    return conversations.annotate(
+        state_turns=of(Turn, Count("id")),
+        state_turn_max=of(Turn, Max("id")),
+        state_tagged=of(Turn, Count("id"), tagged=True),
+        state_segments=of(Segment, Count("id")),
+        state_segment_max=of(Segment, Max("id")),
+        state_summaries=of(TagSummary, Max("updated_at")),
     )
-    summaries = TagSummary.objects.filter(conversation=conversation).aggregate(m=Max("updated_at"))
-    tagged = Turn.objects.filter(conversation=conversation, tagged=True).count()
+
+
+def _state_key(conversation: Conversation) -> tuple[Any, ...]:
+    """What the retrieval index and the topic hint were built from: they are
+    rebuilt when a turn is stored, tagged or replaced, a segment made or
+    removed, a tag summary rewritten, or the watermark moves."""
+    if not hasattr(conversation, "state_turns"):
+        conversation = _with_state(Conversation.objects.all()).get(pk=conversation.pk)
     return (
         conversation.pk,
         conversation.watermark,
-        turns["n"],
-        turns["m"],
-        tagged,
-        segments["n"],
-        segments["m"],
-        summaries["m"],
+        conversation.state_turns or 0,
+        conversation.state_turn_max,
+        conversation.state_tagged or 0,
+        conversation.state_segments or 0,
+        conversation.state_segment_max,
+        conversation.state_summaries,
     )
 
 
@@ -344,7 +378,8 @@ def _query(
     model = embedder()
     vector = model.encode([text[:2000] or "?"])[0]
     names, matrix = tag_matrix
-    tags = InboundTagger().tags_for(text, names, matrix, model) if matrix is not None else []
+    tagger = InboundTagger()
+    tags = tagger.tags_for(text, names, matrix, model, vector=vector) if matrix is not None else []
     today = dates.session_date_from_text(latest.text) or latest.session_date or date.today()
     return Query(
         text=text,

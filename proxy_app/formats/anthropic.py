@@ -106,25 +106,28 @@ def render_request(
     *,
     items: list[dict[str, Any]] | None = None,
     system_block: str | None = None,
+    recall_blocks: int = 0,
 ) -> dict[str, Any]:
     """The upstream body: ``exchange.body`` with ``messages`` and ``system`` replaced.
 
     ``system_block`` (the stable memory block) goes after the client's system
     prompt. When the body then carries no ``cache_control`` mark at all, two
     go in: on that block (tools, system prompt and memory block change only at
-    compaction) and on the last cacheable block of the message before the
-    latest one (the end of the kept window; the latest message, with what was
-    recalled for it, is the volatile tail). The client's own marks stay where
+    compaction) and on the last cacheable block of the latest message before
+    its last ``recall_blocks`` blocks (what was recalled for it: the volatile
+    tail). Every string content is then written as one text block, so that the
+    next request, whose mark sits one message further on, repeats these
+    messages byte for byte up to this mark. The client's own marks stay where
     they are, and none is added beside them (the API allows four)."""
     body = dict(exchange.body)
     body["messages"] = list(items) if items is not None else [t.item for t in exchange.turns]
     if system_block:
         marked = _cache_marks(body) == 0
         body["system"] = _with_system_block(body.get("system"), system_block, marked)
-        if marked and len(body["messages"]) >= 2:
-            window_end = _cache_marked(body["messages"][-2])
-            if window_end is not None:
-                body["messages"] = [*body["messages"][:-2], window_end, body["messages"][-1]]
+        if marked and body["messages"]:
+            messages = [_as_blocks(m) for m in body["messages"]]
+            messages[-1] = _cache_marked(messages[-1], skip=recall_blocks) or messages[-1]
+            body["messages"] = messages
     return body
 
 
@@ -132,17 +135,20 @@ _CACHEABLE = frozenset({"text", "image", "document", "tool_use", "tool_result"})
 _MARK = {"type": "ephemeral"}
 
 
-def _cache_marked(message: Any) -> dict[str, Any] | None:
-    """``message`` with a cache mark on its last cacheable block, or None."""
-    if not isinstance(message, dict):
+def _as_blocks(message: Any) -> Any:
+    """``message`` with a string content written as one text block."""
+    if isinstance(message, dict) and isinstance(message.get("content"), str) and message["content"]:
+        return {**message, "content": [{"type": "text", "text": message["content"]}]}
+    return message
+
+
+def _cache_marked(message: Any, skip: int = 0) -> dict[str, Any] | None:
+    """``message`` with a cache mark on its last cacheable block before its
+    last ``skip`` blocks, or None."""
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
         return None
-    content = message.get("content")
-    if isinstance(content, str):
-        block = {"type": "text", "text": content, "cache_control": dict(_MARK)}
-        return {**message, "content": [block]} if content else None
-    if not isinstance(content, list):
-        return None
-    for i in range(len(content) - 1, -1, -1):
+    content = message["content"]
+    for i in range(len(content) - 1 - skip, -1, -1):
         block = content[i]
         if isinstance(block, dict) and block.get("type") in _CACHEABLE:
             marked = {**block, "cache_control": dict(_MARK)}

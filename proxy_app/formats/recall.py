@@ -2,10 +2,14 @@
 rendering a planned request (``planned_body``).
 
 ``recall_attach(format, items, text)`` returns a copy of the history items with
-``text`` as the first content of the last user item (so everything before that
-item stays byte-identical between requests: the provider's prompt cache keeps
-its prefix). If the history ends without a user item (a tool result, say),
-nothing is attached and the caller puts the text in the system position.
+``text`` after the client's own content of the last item, when that item is the
+user's: a message, or tool results (Anthropic: a text block after the
+``tool_result`` blocks; OpenAI Chat and Responses: a user message after the
+tool output). Everything before the block is then byte-identical to what the
+next request resends — the user's message included — so the provider's prompt
+cache keeps that whole prefix. It returns ``None`` when there is nowhere valid
+to put it (a Gemini function response, an assistant turn last); the caller
+then puts the text in the system position.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from .types import Format
 def planned_body(adapter: Any, exchange: Any, plan: Any) -> dict[str, Any]:
     """The upstream body of ``exchange`` as ``plan`` (a ``PayloadPlan``) lays it
     out: the kept turns (channel envelopes taken out), the stable block after
-    the client's system prompt, the recall block on the latest user turn (or in
-    the system position when the history ends without one)."""
+    the client's system prompt, the recall block after the latest user turn's
+    content (or in the system position when there is no valid place there)."""
     items = [exchange.turns[i].item for i in plan.kept_positions]
     items = envelopes_strip(exchange.format, items) or items
     system = plan.stable_block
@@ -29,57 +33,61 @@ def planned_body(adapter: Any, exchange: Any, plan: Any) -> dict[str, Any]:
         items = attached
     elif plan.recall_block:
         system = f"{system}\n\n{plan.recall_block}" if system else plan.recall_block
-    return adapter.render_request(exchange, items=items, system_block=system or None)  # type: ignore[no-any-return]
+    options: dict[str, Any] = {}
+    if exchange.format == "anthropic":  # its cache mark goes before the recalled block
+        options["recall_blocks"] = 1 if attached is not None else 0
+    return adapter.render_request(exchange, items=items, system_block=system or None, **options)  # type: ignore[no-any-return]
 
 
 def recall_attach(
     format: Format, items: list[dict[str, Any]], text: str
 ) -> list[dict[str, Any]] | None:
-    """``items`` with ``text`` prepended to the last user item, or ``None``."""
+    """``items`` with ``text`` after the last user item's content, or ``None``."""
     if not text or not items:
         return None
-    last = items[-1]
-    attached = _ATTACH[format](last, text)
+    attached = _ATTACH[format](items[-1], text)
     if attached is None:
         return None
-    return [*items[:-1], attached]
+    return [*items[:-1], *(attached if isinstance(attached, list) else [attached])]
 
 
 def _anthropic(item: dict[str, Any], text: str) -> dict[str, Any] | None:
     if item.get("role") != "user":
         return None
     content = item.get("content")
-    if isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-    ):
-        return None  # tool results must lead the message
     block = {"type": "text", "text": text}
     if isinstance(content, str):
-        return {**item, "content": [block, {"type": "text", "text": content}]}
+        return {**item, "content": [{"type": "text", "text": content}, block]}
     if isinstance(content, list):
-        return {**item, "content": [block, *content]}
+        return {**item, "content": [*content, block]}  # tool results still lead
     return None
 
 
-def _openai_chat(item: dict[str, Any], text: str) -> dict[str, Any] | None:
+def _openai_chat(item: dict[str, Any], text: str) -> list[dict[str, Any]] | dict[str, Any] | None:
+    if item.get("role") == "tool":
+        return [item, {"role": "user", "content": text}]
     if item.get("role") != "user":
         return None
     content = item.get("content")
     if isinstance(content, str):
-        return {**item, "content": f"{text}\n\n{content}"}
+        return {**item, "content": f"{content}\n\n{text}"}
     if isinstance(content, list):
-        return {**item, "content": [{"type": "text", "text": text}, *content]}
+        return {**item, "content": [*content, {"type": "text", "text": text}]}
     return None
 
 
-def _openai_responses(item: dict[str, Any], text: str) -> dict[str, Any] | None:
+def _openai_responses(
+    item: dict[str, Any], text: str
+) -> list[dict[str, Any]] | dict[str, Any] | None:
+    if item.get("type") == "function_call_output":
+        return [item, {"role": "user", "content": text}]
     if item.get("role") != "user" or item.get("type", "message") != "message":
         return None
     content = item.get("content")
     if isinstance(content, str):
-        return {**item, "content": f"{text}\n\n{content}"}
+        return {**item, "content": f"{content}\n\n{text}"}
     if isinstance(content, list):
-        return {**item, "content": [{"type": "input_text", "text": text}, *content]}
+        return {**item, "content": [*content, {"type": "input_text", "text": text}]}
     return None
 
 
@@ -90,11 +98,11 @@ def _gemini(item: dict[str, Any], text: str) -> dict[str, Any] | None:
     if any(
         isinstance(p, dict) and ("functionResponse" in p or "function_response" in p) for p in parts
     ):
-        return None
-    return {**item, "parts": [{"text": text}, *parts]}
+        return None  # a function response content carries only function responses
+    return {**item, "parts": [*parts, {"text": text}]}
 
 
-_ATTACH = {
+_ATTACH: dict[str, Any] = {
     "anthropic": _anthropic,
     "openai_chat": _openai_chat,
     "openai_responses": _openai_responses,

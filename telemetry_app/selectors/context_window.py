@@ -165,15 +165,21 @@ def payload_display(payload: str) -> str:
     return payload_redact(text[:PAYLOAD_SHOWN])
 
 
+# Records written before the report had "stable_left_out" said each left-out
+# item in a reason line of its own; read only as a fallback for those.
 _OVER_STABLE_SHARE = re.compile(r"^(?:topic )?(.+) left out of the stable block: over its share$")
 
 
-def _reasons(reasons: list[Any]) -> tuple[list[str], list[str]]:
+def _reasons(report: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """The planner's reasons, and apart (there may be dozens) the topics and tag
-    summaries it left out of the stable block for want of room."""
+    summaries (``g:…``) it left out of the stable block for want of room."""
+    reasons = [str(reason) for reason in report.get("reasons") or []]
+    structured = report.get("stable_left_out")
+    if structured is not None:
+        return reasons, [str(name) for name in structured]
     kept: list[str] = []
     left_out: list[str] = []
-    for reason in map(str, reasons):
+    for reason in reasons:
         match = _OVER_STABLE_SHARE.match(reason)
         if match:
             left_out.append(match.group(1))
@@ -202,7 +208,7 @@ def request_context_view(*, conversation: Conversation, request_id: str) -> Cont
     view.kept, view.dropped = _spans(report.get("kept")), _spans(report.get("dropped"))
     view.recalled = [_item_view(i) for i in report.get("recalled") or []]
     view.left_out = [_item_view(i) for i in report.get("left_out") or []]
-    view.reasons, view.left_out_of_stable = _reasons(report.get("reasons") or [])
+    view.reasons, view.left_out_of_stable = _reasons(report)
     view.query = report.get("query") or {}
     if record.payload:
         view.payload = payload_display(record.payload)
@@ -232,7 +238,7 @@ class WorkingSet:
     left_out: dict[str, Any] = field(default_factory=dict)
     stable: bool = False  # the request carried a stable block
     recalled_turns: list[int] = field(default_factory=list)  # positions recalled verbatim
-    stable_left_out: set[str] = field(default_factory=set)
+    stable_left_out: set[str] = field(default_factory=set)  # topics, "g:…" summaries
 
     def segment_depth(self, segment: Segment) -> Depth:
         key = f"s:{segment.pk}"
@@ -266,9 +272,6 @@ class WorkingSet:
         return Depth("memory", "in memory only")
 
 
-_LEFT_OUT_OF_STABLE = re.compile(r"^(g:.+) left out of the stable block")
-
-
 def working_set_latest(*, conversation: Conversation) -> WorkingSet:
     record = (
         RequestContext.objects.filter(conversation=conversation, planned=True)
@@ -279,7 +282,7 @@ def working_set_latest(*, conversation: Conversation) -> WorkingSet:
     if record is None:
         return WorkingSet()
     report = record.report or {}
-    reasons = [str(r) for r in report.get("reasons") or []]
+    _, stable_left_out = _reasons(report)
     recalled = {i.get("key"): i.get("score") for i in report.get("recalled") or []}
     return WorkingSet(
         request_id=record.request_id,
@@ -288,5 +291,5 @@ def working_set_latest(*, conversation: Conversation) -> WorkingSet:
         recalled_turns=[int(k[2:]) for k in recalled if k and k[:2] == "t:" and k[2:].isdigit()],
         left_out={i.get("key"): i.get("score") for i in report.get("left_out") or []},
         stable=int((report.get("parts") or {}).get("stable") or 0) > 0,
-        stable_left_out={m.group(1) for r in reasons if (m := _LEFT_OUT_OF_STABLE.match(r))},
+        stable_left_out=set(stable_left_out),
     )

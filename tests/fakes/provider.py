@@ -55,7 +55,8 @@ common prefix with the previous prompt:
   shared part floored to 128-token steps, 0 below 1,024 tokens.
 - Anthropic (explicit breakpoints): the cache entries are the previous
   request's ``cache_control`` marks (the prefix up to the end of each marked
-  block). Read = the longest of them that lies in the shared part and not past
+  block; the marks themselves are not part of the prompt, so a mark that moves
+  on to a later block still reads the entry an earlier one wrote). Read = the longest of them that lies in the shared part and not past
   this request's last mark; written = this request's last mark minus what was
   read. Each counts only from 1,024 tokens, and exactly (no 128-token steps:
   Anthropic caches at the breakpoint itself). No mark, no caching.
@@ -862,12 +863,15 @@ def prompt_of(body: Json, *, marked: bool = False) -> Prompt:
 
 
 def _dump_marked(value: Any, out: list[str], marks: list[int], at: int) -> int:
-    """Append ``value`` to ``out`` exactly as ``_canonical_json`` writes it and
-    return the offset after it, noting where every dict with ``cache_control`` ends."""
+    """Append ``value`` to ``out`` as ``_canonical_json`` writes it, less its
+    ``cache_control`` keys (a mark is not part of the prompt: a request whose
+    mark moved on still reads the earlier request's entry), and return the
+    offset after it, noting where every dict with ``cache_control`` ends."""
     if isinstance(value, dict):
         out.append("{")
         at += 1
-        for i, (name, item) in enumerate(value.items()):
+        fields = [(name, item) for name, item in value.items() if name != "cache_control"]
+        for i, (name, item) in enumerate(fields):
             head = ("," if i else "") + _canonical_json(name) + ":"
             out.append(head)
             at = _dump_marked(item, out, marks, at + len(head))

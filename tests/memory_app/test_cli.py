@@ -107,7 +107,9 @@ def test_transform_prints_the_upstream_body_as_json(processed):
     out = _vc("transform", "--conversation", str(processed.pk), "-m", "And the cabinets?")
     body = json.loads(out)
     assert body["messages"][-1]["role"] == "user"
-    assert body["messages"][-1]["content"][-1]["text"] == "And the cabinets?"
+    question, recalled = body["messages"][-1]["content"]
+    assert question["text"] == "And the cabinets?"
+    assert recalled["text"].startswith("<recalled-context>")
     assert "<virtual-context>" in json.dumps(body["system"])
     assert len(body["messages"]) < processed.turns.count() + 1  # older turns left out
     out = _vc("transform", "--conversation", str(processed.pk), "-m", "hi", "--ceiling", "900000")

@@ -9,8 +9,21 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memory_app.models import JobState, MemoryJob
-from memory_app.services.planning import payload_plan_for_request
+from memory_app.models import (
+    Conversation,
+    JobState,
+    MemoryJob,
+    Segment,
+    Tag,
+    TagSummary,
+    Turn,
+)
+from memory_app.services.planning import (
+    _state_key,
+    _with_state,
+    conversation_index,
+    payload_plan_for_request,
+)
 from proxy_app.formats import ADAPTERS
 from tests import factories
 
@@ -62,7 +75,8 @@ def _finish_later(job_id: int, delay: float) -> threading.Thread:
 def test_over_the_hard_threshold_a_request_waits_for_the_running_job(account) -> None:
     conversation = _long_conversation(account)
     job = MemoryJob.objects.create(conversation=conversation, kind="process", state="running")
-    finisher = _finish_later(job.pk, 0.5)
+    # long enough for the planner to reach its wait on a loaded machine
+    finisher = _finish_later(job.pk, 3.0)
     plan = _plan(account, conversation, 24)
     finisher.join()
     assert plan is not None
@@ -88,3 +102,35 @@ def test_no_wait_without_work_under_way_or_under_the_threshold(account) -> None:
     small = _plan(account, conversation, 3)  # the window is far under the ceiling
     assert small is not None
     assert not any("hard threshold" in reason for reason in small.reasons)
+
+
+def test_the_index_is_reused_until_the_memory_changes(account) -> None:
+    conversation = _long_conversation(account)
+    tag = Tag.objects.create(conversation=conversation, name="kitchen")
+    summary = TagSummary.objects.create(conversation=conversation, tag=tag, summary="oak")
+
+    def index():
+        fresh = _with_state(Conversation.objects.all()).get(pk=conversation.pk)
+        return conversation_index(fresh, state=_state_key(fresh))
+
+    def rewrite_summary() -> None:
+        summary.summary = "oak cabinets"
+        summary.save()  # updated_at moves
+
+    changes = [
+        lambda: Turn.objects.filter(conversation=conversation, position=3).update(tagged=True),
+        lambda: factories.turn_create(conversation, position=24, text="a new turn"),
+        lambda: Segment.objects.create(
+            conversation=conversation, start_position=0, end_position=1, summary="s"
+        ),
+        rewrite_summary,
+        lambda: Conversation.objects.filter(pk=conversation.pk).update(watermark=4),
+    ]
+    seen = index()
+    assert index() is seen  # nothing changed: the cached index
+    for change in changes:
+        change()
+        rebuilt = index()
+        assert rebuilt is not seen
+        assert index() is rebuilt
+        seen = rebuilt

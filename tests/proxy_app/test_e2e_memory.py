@@ -99,15 +99,21 @@ def test_a_long_history_is_compacted_in_the_background_and_shown_by_the_api(
     sent = fake.requests[-1].json
     assert len(sent["messages"]) < len(history)
     assert "<virtual-context>" in json.dumps(sent["system"])
-    # The client set no cache mark: ours end the memory block and the kept window.
+    # The client set no cache mark: ours end the memory block and the latest
+    # message's own content; what was recalled for it follows, unmarked.
     assert sent["system"][-1]["cache_control"] == {"type": "ephemeral"}
-    assert sent["messages"][-2]["content"][-1]["cache_control"] == {"type": "ephemeral"}
-    assert "cache_control" not in json.dumps(sent["messages"][-1])
     latest = sent["messages"][-1]
     assert latest["role"] == "user"
-    assert "Recalled from earlier" in latest["content"][0]["text"]
-    assert latest["content"][-1]["text"] == history[-1]["content"]
-    recalled = latest["content"][0]["text"]
+    question, recalled_block = latest["content"]
+    assert question == {
+        "type": "text",
+        "text": history[-1]["content"],
+        "cache_control": {"type": "ephemeral"},
+    }
+    assert "cache_control" not in recalled_block
+    assert "cache_control" not in json.dumps(sent["messages"][:-1])
+    recalled = recalled_block["text"]
+    assert "Recalled from earlier" in recalled
     assert "sink" in recalled  # earlier turns about the sink, found for this question
     assert len(json.dumps(sent)) < len(json.dumps(history))
     assert detail["watermark"] > 0

@@ -61,9 +61,20 @@ def automatic_cached(previous: dict[str, Any], current: dict[str, Any]) -> int:
     return tokens // 128 * 128 if tokens >= 1024 else 0
 
 
+def unmarked(value: Any) -> Any:
+    """``value`` without its ``cache_control`` keys: the prompt a cache sees."""
+    if isinstance(value, dict):
+        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [unmarked(v) for v in value]
+    return value
+
+
 def mark_tokens(body: dict[str, Any], block: dict[str, Any]) -> int:
-    """Anthropic: tokens of the prefix that ends with the marked ``block``."""
-    text, dumped = canonical(body), json.dumps(block, ensure_ascii=False, separators=(",", ":"))
+    """Anthropic: tokens of the prefix that ends with the marked ``block`` (the
+    marks themselves are not part of the prompt)."""
+    text = canonical(unmarked(body))
+    dumped = json.dumps(unmarked(block), ensure_ascii=False, separators=(",", ":"))
     assert text.count(dumped) == 1
     return (text.index(dumped) + len(dumped)) // 4
 
@@ -374,3 +385,32 @@ def test_chat_cache_usage_reaches_the_ledger(
     assert_ledger_prices(logs[0], calls[0], read=0, write=0)
     assert_ledger_prices(logs[1], calls[1], read=expected, write=0)
     assert calls[1].input_tokens == len(fake.requests[-1].body) // 4
+
+
+def test_anthropic_reads_an_entry_whose_mark_moved_on_to_a_later_block() -> None:
+    """As a client marking its latest message each turn does: request 2 marks a
+    later block than request 1 did, and still reads what request 1 wrote."""
+    from tests.fakes.provider import cache_use, prompt_of
+
+    mark = {"type": "ephemeral"}
+    long_text = "Fact: the parcel left the depot on time. " * 200  # ~2,000 tokens
+    first = {
+        "system": [{"type": "text", "text": "S"}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": long_text, "cache_control": mark}],
+            }
+        ],
+    }
+    second = {
+        "system": [{"type": "text", "text": "S"}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": long_text}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+            {"role": "user", "content": [{"type": "text", "text": "next", "cache_control": mark}]},
+        ],
+    }
+    use = cache_use("anthropic", prompt_of(first, marked=True), prompt_of(second, marked=True))
+    assert use.read == mark_tokens(first, first["messages"][0]["content"][0]) >= 1_024
+    assert use.write == mark_tokens(second, second["messages"][-1]["content"][0]) - use.read

@@ -107,9 +107,9 @@ def _planned(conversation, request_id: str, **extra) -> mm.RequestContext:
             "date_range": ["2026-01-01", "2026-01-31"],
             "order_hint": None,
         },
+        "stable_left_out": ["yen"],
         "reasons": [
-            "topic yen left out of the stable block: over its share",
-            "stable block: 1 topics, 1 tag summaries",
+            "stable block: 1 topics, 1 tag summaries; 1 topics left out: over its share",
             "recall block: 2 items",
         ],
     }
@@ -219,9 +219,14 @@ def test_the_viewer_shows_the_parts_the_recalled_items_and_the_reasons(logged_in
     assert "tags #1; bm25 #2" in body  # why
     assert "0.810 <small" in body  # a signal's score, with its rank
     assert "A long tangent about tiles." in body  # left out, with its score
-    assert "stable block: 1 topics, 1 tag summaries" in body  # a reason
-    assert view.reasons == ["stable block: 1 topics, 1 tag summaries", "recall block: 2 items"]
+    assert "stable block: 1 topics, 1 tag summaries; 1 topics left out" in body  # a reason
+    assert view.reasons == [
+        "stable block: 1 topics, 1 tag summaries; 1 topics left out: over its share",
+        "recall block: 2 items",
+    ]
     assert view.left_out_of_stable == ["yen"]  # (there may be dozens: shown apart)
+    assert 'id="ctx-stable-left-out"' in body
+    assert '<span class="tag related">yen</span>' in body
     assert "2026-01-01 – 2026-01-31" in body  # the query's date range
     assert "capture payloads" in body  # no payload: says why
 
@@ -244,12 +249,46 @@ def test_the_working_set_depth_of_segments_and_tag_summaries(logged_in, account)
     (summary,) = logged_in.get(_url(conversation)).context["detail"].summaries.object_list
     assert summary.depth.level == "memory"  # rewritten since
     context = mm.RequestContext.objects.get(request_id="alice-req-1")
-    context.report["reasons"].append("g:travel left out of the stable block: over its share")
+    context.report["stable_left_out"].append("g:travel")
     context.save()
     mm.TagSummary.objects.filter(pk=summary.pk).update(
         updated_at=timezone.now() - dt.timedelta(hours=1)
     )
     (summary,) = logged_in.get(_url(conversation)).context["detail"].summaries.object_list
+    assert (summary.depth.level, summary.depth.note) == (
+        "memory",
+        "left out of the stable block: over its share",
+    )
+
+
+def _as_older_record(context: mm.RequestContext, *left_out: str) -> None:
+    """The record as the planner wrote it before ``stable_left_out``: one reason
+    line per item left out of the stable block."""
+    del context.report["stable_left_out"]
+    context.report["reasons"] = [
+        *(
+            f"{name if name.startswith('g:') else f'topic {name}'} left out of the stable block: "
+            "over its share"
+            for name in left_out
+        ),
+        "stable block: 1 topics, 1 tag summaries",
+        "recall block: 2 items",
+    ]
+    context.save()
+
+
+def test_an_older_record_with_one_reason_per_left_out_item_still_reads(logged_in, account):
+    conversation, _ = _session(account)
+    _as_older_record(_planned(conversation, "alice-req-1"), "yen", "g:travel")
+    mm.TagSummary.objects.filter(conversation=conversation).update(
+        updated_at=timezone.now() - dt.timedelta(hours=1)
+    )
+    response = logged_in.get(_url(conversation, request="alice-req-1"))
+    view = response.context["detail"].viewer
+    assert view.reasons == ["stable block: 1 topics, 1 tag summaries", "recall block: 2 items"]
+    assert view.left_out_of_stable == ["yen", "g:travel"]
+    assert '<span class="tag related">g:travel</span>' in response.content.decode()
+    (summary,) = response.context["detail"].summaries.object_list
     assert (summary.depth.level, summary.depth.note) == (
         "memory",
         "left out of the stable block: over its share",

@@ -111,6 +111,22 @@ _MEMORY_HELP: dict[str, tuple[str, str]] = {
         "Most of the ceiling (0–0.5) the cacheable overview of topics and tag summaries "
         "may take; the rest goes to what the new message needs.",
     ),
+    "recall_share": (
+        "Recall share",
+        "Most of the ceiling (0–1) that what is recalled for the new message may take "
+        "with the cache-aware layout: it is paid at the full input price on every "
+        "request, after the cached prefix…",
+    ),
+    "recall_confidence": (
+        "Recall confidence",
+        "…unless the best match in older memory is this strong (0–2, as a share of a "
+        "match that every signal ranks first; 0 = never): then recall takes all the room…",
+    ),
+    "recall_reach": (
+        "Recall reach",
+        "…or at least this strong (same scale) and 1.5 × the best match in the recent "
+        "history sent verbatim: the message reaches back rather than going on.",
+    ),
     "segment_max_tokens": ("Segment max tokens", "A segment closes at this many tokens…"),
     "segment_max_turns": ("Segment max turns", "…or at this many turns, whichever comes first."),
     "gap_hours": ("Gap hours", "A longer pause between turns starts a new segment."),
@@ -138,6 +154,9 @@ _MEMORY_GROUPS = {
         "protected_turns",
         "window_share",
         "stable_share",
+        "recall_share",
+        "recall_confidence",
+        "recall_reach",
     ),
     "Segments and summaries": (
         "segment_max_tokens",
@@ -155,6 +174,9 @@ _FRACTIONS = {
     "compaction_target",
     "window_share",
     "stable_share",
+    "recall_share",
+    "recall_confidence",
+    "recall_reach",
     "summary_ratio",
     "tag_split_share",
 }

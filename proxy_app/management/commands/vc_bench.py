@@ -1,6 +1,6 @@
 """vc_bench proxy [--seconds S] [--connections C] [--pairs N] [--json]
 vc_bench longmemeval [--split dev|PATH] [--ceiling N[,N…]]… [--limit N] [--types T,…]
-                     [--embedder minilm|hashing] [--json]
+                     [--embedder minilm|hashing] [--layout stable|rewrite] [--json]
 vc_bench plan [--turns 500] [--ceiling 16000] [--runs 30] [--json]
 vc_bench dashboard [--requests N] [--calls N] [--sessions N] [--runs N] [--json]
 vc_bench cache [--turns 150] [--ceiling 8000] [--layout stable|rewrite|both] [--wait 10]
@@ -50,6 +50,12 @@ class Command(BaseCommand):
         lme.add_argument("--types", default="", help="question types, comma-separated")
         lme.add_argument("--embedder", choices=["minilm", "hashing"], default="minilm")
         lme.add_argument("--timeout", type=float, default=600, help="seconds per question")
+        lme.add_argument(
+            "--layout",
+            choices=["stable", "rewrite"],
+            default="stable",
+            help="rewrite: the cache-aware layout off (issue 12's comparison)",
+        )
         lme.add_argument("--cache-dir", default=None, help="embedding cache ('' turns it off)")
         lme.add_argument("--json", action="store_true")
         cache = sub.add_parser("cache", help="prompt-cache billing of a long replay vs direct")
@@ -115,6 +121,7 @@ class Command(BaseCommand):
                 embedder=options["embedder"],
                 cache_dir=cache,
                 timeout=options["timeout"],
+                layout=options["layout"],
                 progress=lambda line: self.stderr.write(line),
             )
         except longmemeval.NothingSelected as exc:

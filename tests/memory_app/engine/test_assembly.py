@@ -109,16 +109,28 @@ def test_window_starts_at_watermark_and_is_contiguous() -> None:
     assert not plan.window_truncated
 
 
-def test_watermark_inside_a_tool_chain_moves_back_to_its_start() -> None:
+def test_watermark_inside_a_tool_chain_moves_back_to_the_message_that_opened_it() -> None:
     turns = history(12, tokens=40)
     turns[5].tool_calls = ["a"]
     turns[6].tool_results = ["a"]
     turns[6].tool_calls = ["b"]
     turns[7].tool_results = ["b"]
     plan = plan_payload(inputs(turns, watermark=7))
-    assert plan.window_start == 5
-    assert plan.kept_positions == list(range(5, 12))
-    assert any("tool chain" in reason for reason in plan.reasons)
+    # 5 starts the chain, but an assistant turn cannot open the history: the
+    # user message before it (4) does.
+    assert plan.window_start == 4
+    assert plan.kept_positions == list(range(4, 12))
+    assert any("opens with the user message" in reason for reason in plan.reasons)
+
+
+def test_the_kept_window_never_opens_with_an_assistant_turn_or_a_tool_result() -> None:
+    rng = random.Random(5)
+    for _ in range(200):
+        turns = random_chained_history(rng, rng.randint(8, 30))
+        plan = plan_payload(inputs(turns, watermark=rng.randint(1, len(turns) - 1)))
+        first = turns[plan.kept_positions[0]]
+        assert first.role == "user", plan.reasons
+        assert not first.tool_results, plan.reasons
 
 
 def random_chained_history(rng: random.Random, n: int) -> list[TurnView]:
@@ -174,7 +186,8 @@ def test_budget_is_never_exceeded_for_random_sizes() -> None:
         )
         plan = plan_payload(request)
         unsafe = unsafe_cuts(turns)
-        last_chain = max(k for k in range(n) if k not in unsafe)
+        opens = [k for k in range(n) if k not in unsafe and turns[k].role == "user"]
+        last_chain = max((k for k in opens if not turns[k].tool_results), default=0)
         if request.fixed_tokens + sum(t.tokens for t in turns[last_chain:]) <= request.ceiling:
             assert total(plan) <= request.ceiling, seed
             assert plan.tokens_by_part["headroom"] >= 0, seed
@@ -254,7 +267,32 @@ def test_stable_block_stays_within_its_share() -> None:
     big = [tag_summary(f"t{i}", "word " * 100, i, i) for i in range(5)]
     plan = plan_payload(compacted_request("q", [], stable_summaries=big))
     assert plan.tokens_by_part["stable"] <= 0.3 * (1_000 - 100)
-    assert any("over its share" in reason for reason in plan.reasons)
+    assert plan.stable_left_out == [f"g:t{i}" for i in range(2, 5)]
+    assert "stable block: 2 topics, 2 tag summaries; 3 tag summaries left out: over its share" in (
+        plan.reasons
+    )
+
+
+def test_items_over_the_stable_share_are_listed_apart_with_one_reason() -> None:
+    topics = [(f"topic{i}", 20 - i, "word " * 60) for i in range(10)]
+    late = tag_summary("late", "word " * 300)
+    plan = plan_payload(compacted_request("q", [], topic_hint=topics, stable_summaries=[late]))
+    names = [name for name, _, _ in topics]
+    kept = [name for name in names if f"{name} (" in plan.stable_block]
+    assert 0 < len(kept) < len(names)
+    assert plan.stable_left_out == [*names[len(kept) :], "g:late"]  # in the order considered
+    (reason,) = [reason for reason in plan.reasons if "left out" in reason]
+    assert reason == (
+        f"stable block: {len(kept)} topics, 0 tag summaries; "
+        f"{len(names) - len(kept)} topics and 1 tag summaries left out: over its share"
+    )
+
+
+def test_a_stable_block_with_room_for_everything_leaves_nothing_out() -> None:
+    plan = plan_payload(compacted_request("q", []))
+    assert plan.stable_left_out == []
+    assert "stable block: 2 topics, 1 tag summaries" in plan.reasons
+    assert not any("left out" in reason for reason in plan.reasons)
 
 
 # ---------------------------------------------------------------- recall
@@ -319,10 +357,13 @@ def test_cache_unaware_layout_puts_everything_in_one_block() -> None:
 def test_stable_block_is_given_up_before_the_protected_turns() -> None:
     request = compacted_request("q", hits("t:3"), ceiling=400)
     for t in request.turns[10:]:
-        t.tokens = 140  # the two protected turns alone: 280 of the 300 left by fixed
+        t.tokens = 140
+    for t in request.turns[18:]:
+        # the protected turns from the user message that opens them: 270 of the 300 left by fixed
+        t.tokens = 90
     plan = plan_payload(request)
     assert plan.stable_block == ""
-    assert plan.kept_positions == [19, 20]
+    assert plan.kept_positions == [18, 19, 20]
     assert plan.window_truncated
     assert total(plan) <= 400
     assert any("stable block given up" in reason for reason in plan.reasons)
@@ -392,3 +433,61 @@ def test_a_share_never_splits_a_tool_chain() -> None:
         plan = plan_payload(inputs(turns, ceiling=2_500, window_share=rng.uniform(0.1, 0.6)))
         assert chain_intact(turns, plan)
         assert plan.kept_positions[0] not in unsafe_cuts(turns) or plan.kept_positions[0] == 0
+
+
+def _recall_request(best: float, **changes: object) -> PlanInputs:
+    """Ten recallable turns of 5 tokens each (room 900 tokens), the best hit at ``best``."""
+    keys = [f"t:{i}" for i in range(10)]
+    scored = [Scored(key=key, score=best / (rank + 1)) for rank, key in enumerate(keys)]
+    return compacted_request("where did I travel?", scored, **changes)
+
+
+def test_recall_is_held_to_its_share_when_no_hit_is_strong() -> None:
+    plan = plan_payload(_recall_request(0.02, recall_share=0.05, recall_confident=0.03))
+    # 5 % of the 900 tokens of room: the block's frame and a few items, not all ten
+    assert 0 < len(plan.recalled) < 10
+    assert plan.tokens_by_part["recall"] <= 45
+    assert any("recall held to 5% of the room" in reason for reason in plan.reasons)
+    assert [key for key, _, _ in plan.recalled] == [f"t:{i}" for i in range(len(plan.recalled))]
+
+
+def test_a_strong_best_hit_lifts_the_recall_share() -> None:
+    plan = plan_payload(_recall_request(0.04, recall_share=0.05, recall_confident=0.03))
+    assert len(plan.recalled) == 10
+    assert any("strong: the message is about older memory" in r for r in plan.reasons)
+
+
+def test_without_a_confidence_threshold_the_share_always_holds() -> None:
+    plan = plan_payload(_recall_request(9.0, recall_share=0.05, recall_confident=0.0))
+    assert len(plan.recalled) < 10
+
+
+def test_the_rewrite_layout_ignores_the_recall_share() -> None:
+    plan = plan_payload(_recall_request(0.02, recall_share=0.05, cache_aware=False))
+    assert len(plan.recalled) == 10
+
+
+def _reach_request(outside: float, inside: float) -> PlanInputs:
+    """Ten recallable turns (best ``outside``) and a hit on a kept turn at ``inside``."""
+    keys = [f"t:{i}" for i in range(10)]
+    scored = [Scored(key=key, score=outside / (rank + 1)) for rank, key in enumerate(keys)]
+    scored.append(Scored(key="t:15", score=inside))
+    scored.sort(key=lambda hit: -hit.score)
+    request = compacted_request("where did I travel?", scored, recall_share=0.05, recall_reach=0.02)
+    request.units["t:15"] = turn_unit(15)
+    return request
+
+
+def test_a_message_reaching_back_past_the_window_lifts_the_recall_share() -> None:
+    plan = plan_payload(_reach_request(outside=0.025, inside=0.01))
+    assert len(plan.recalled) == 10
+    assert any("× the window's best" in reason for reason in plan.reasons)
+
+
+def test_a_message_going_on_with_the_window_keeps_the_share() -> None:
+    # as strong outside, but the kept window matches it about as well
+    plan = plan_payload(_reach_request(outside=0.025, inside=0.02))
+    assert len(plan.recalled) < 10
+    # and outside matches under the reach threshold never lift
+    plan = plan_payload(_reach_request(outside=0.015, inside=0.0))
+    assert len(plan.recalled) < 10

@@ -75,3 +75,20 @@ def test_message_phrases_are_folded_hyphenated_runs() -> None:
     phrases = message_phrases("Database Migrations failed", max_words=2)
     assert {"database", "migration", "database-migration", "migration-failed"} <= phrases
     assert "database-migration-failed" not in phrases
+
+
+class _Refusing:
+    """An embedder that must not be called: the caller passed the vector."""
+
+    dimensions = EMBEDDER.dimensions
+    model_name = "refusing"
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        raise AssertionError("encode called although the vector was given")
+
+
+def test_a_vector_the_caller_already_has_is_used_instead_of_encoding(matrix: np.ndarray) -> None:
+    message = "the database migration failed again"
+    vector = EMBEDDER.encode([message])[0]
+    given = InboundTagger().tags_for(message, NAMES, matrix, _Refusing(), vector=vector)
+    assert given == InboundTagger().tags_for(message, NAMES, matrix, EMBEDDER)

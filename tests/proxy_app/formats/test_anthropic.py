@@ -212,7 +212,11 @@ def test_marks_in_dropped_turns_do_not_count() -> None:
     kept = [{"role": "user", "content": "new"}]
     out = fmt.render_request(ex, items=kept, system_block="M")
     assert out["system"] == [{"type": "text", "text": "M", **CACHE_MARK}]
-    assert fmt._cache_marks(out) == 1
+    # the client's mark went with the dropped turn: ours end the memory block and
+    # the latest message
+    latest = {"role": "user", "content": [{"type": "text", "text": "new", **CACHE_MARK}]}
+    assert out["messages"] == [latest]
+    assert fmt._cache_marks(out) == 2
 
 
 def test_render_with_items() -> None:
@@ -603,24 +607,54 @@ def test_non_sse_body_is_not_held_back() -> None:
     assert observer.flush() == b""
 
 
-def test_the_end_of_the_kept_window_is_marked_too_and_the_latest_message_is_not() -> None:
+def test_the_latest_message_is_marked_before_its_recalled_block() -> None:
     ex = fmt.parse_request({"messages": []})
+    recalled = {"type": "text", "text": "<recalled-context>r</recalled-context>"}
     items = [
         {"role": "user", "content": "q1"},
         {"role": "assistant", "content": [{"type": "text", "text": "a1"}]},
-        {"role": "user", "content": "latest, with recall"},
+        {"role": "user", "content": [{"type": "text", "text": "latest"}, recalled]},
     ]
-    out = fmt.render_request(ex, items=items, system_block="M")
-    assert out["messages"][1]["content"] == [{"type": "text", "text": "a1", **CACHE_MARK}]
-    assert out["messages"][0] == items[0]
-    assert out["messages"][2] == items[2]
-    assert fmt._cache_marks(out) == 2
-    assert items[1]["content"] == [{"type": "text", "text": "a1"}]  # inputs untouched
-    # A string is made one marked text block; a message of only thinking gets no mark.
-    items[1] = {"role": "assistant", "content": "a1"}
-    out = fmt.render_request(ex, items=items, system_block="M")
-    assert out["messages"][1]["content"] == [{"type": "text", "text": "a1", **CACHE_MARK}]
-    items[1] = {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}]}
-    out = fmt.render_request(ex, items=items, system_block="M")
+    out = fmt.render_request(ex, items=items, system_block="M", recall_blocks=1)
+    marked = {"type": "text", "text": "latest", **CACHE_MARK}
+    assert out["messages"][2]["content"] == [marked, recalled]
+    # strings become one text block, so the next request repeats them byte for byte
+    assert out["messages"][0] == {"role": "user", "content": [{"type": "text", "text": "q1"}]}
     assert out["messages"][1] == items[1]
+    assert fmt._cache_marks(out) == 2
+    assert items[0]["content"] == "q1"  # inputs untouched
+    assert "cache_control" not in items[2]["content"][0]
+    # Without recall the mark ends the message; a message of only thinking gets none.
+    plain = [*items[:2], {"role": "user", "content": "q2"}]
+    out = fmt.render_request(ex, items=plain, system_block="M")
+    assert out["messages"][2]["content"] == [{"type": "text", "text": "q2", **CACHE_MARK}]
+    thinking = {"role": "user", "content": [{"type": "thinking", "thinking": "hm"}, recalled]}
+    out = fmt.render_request(ex, items=[thinking], system_block="M", recall_blocks=1)
+    assert out["messages"] == [thinking]
     assert fmt._cache_marks(out) == 1
+
+
+def test_the_next_request_repeats_the_marked_prefix_byte_for_byte() -> None:
+    """Request k+1 carries the mark one message further on; its JSON still
+    starts with request k's up to the text that request k marked."""
+    ex = fmt.parse_request({"messages": []})
+    recalled = {"type": "text", "text": "<recalled-context>r</recalled-context>"}
+    first = fmt.render_request(
+        ex,
+        items=[{"role": "user", "content": [{"type": "text", "text": "q1"}, recalled]}],
+        system_block="M",
+        recall_blocks=1,
+    )
+    second = fmt.render_request(
+        ex,
+        items=[
+            {"role": "user", "content": "q1"},
+            {"role": "assistant", "content": "a1"},
+            {"role": "user", "content": [{"type": "text", "text": "q2"}, recalled]},
+        ],
+        system_block="M",
+        recall_blocks=1,
+    )
+    a, b = (orjson.dumps([body["system"], body["messages"]]).decode() for body in (first, second))
+    shared = next(i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+    assert a[:shared].endswith('"text":"q1"')
