@@ -292,6 +292,7 @@
       cell(event.stream ? "yes" : "no"),
       cell(badge),
       cell(done ? `${count(event.client_tokens)} → ${count(event.upstream_tokens)}` : "…", "num"),
+      cell(done ? count(event.cached_tokens || 0) : "…", "num"),
       cell(done ? ms(event.overhead_ms) : "…", "num"),
       cell(done ? ms(event.upstream_ms) : "…", "num"),
       cell(done ? usd(event.cost) : "…", "num"),

@@ -190,6 +190,19 @@ def test_requests_are_paginated_newest_first(logged_in, account):
     assert [r.request_id for r in older.object_list][-1] == "alice-req-0"
 
 
+def test_each_request_shows_the_tokens_read_from_the_providers_cache(logged_in, account):
+    conversation, _ = _session(account, requests=0)
+    key, _ = factories.vckey_for(account, name="cached")
+    record = factories.exchange_record(
+        account, key, conversation, request_id="cached-req", cached_tokens=12_345
+    )
+    factories.records_write([record])
+    html = logged_in.get(_url(conversation)).content.decode()
+    table = html[html.index('id="session-requests"') :]
+    assert ">Cached</th>" in table
+    assert '<td class="num">12,345</td>' in table
+
+
 # ----------------------------------------------------------- context viewer
 
 
