@@ -28,6 +28,10 @@ keeps the provider's prompt cache warm"):
   ``protected_turns``, the stable block is given up first. If even the last
   chain does not fit, it is sent anyway and ``reasons`` says the ceiling is
   exceeded: the new message always goes upstream.
+- Tag rules (``tag_rules``: pattern, priority, ttl; ``engine.tagrules``): hits
+  and stable-block items on higher-priority tags come first, and units whose
+  tag's time to live is over are left out (for the stable block, counted at
+  the watermark, so the block still changes only at compaction).
 - Recall fills the rest greedily by score: a turn hit is rendered verbatim when
   it fits, else as the summary of the segment covering it; a segment hit is its
   summary (pass ``retrieval.expand_to_turns`` output to prefer verbatim turns);
@@ -58,6 +62,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from memory_app.engine.compaction import unsafe_cuts
+from memory_app.engine.tagrules import TagRules
 from memory_app.engine.types import MemoryUnit, PayloadPlan, PlanInputs, Scored, TurnView
 
 STABLE_RULES = (
@@ -183,12 +188,18 @@ def _stable_parts(inputs: PlanInputs, plan: PayloadPlan) -> tuple[list[MemoryUni
         lines = _stable_lines(topic_lines, units)
         return inputs.count(_render_context(lines, [])) > cap
 
-    for tag, turns, description in sorted(inputs.topic_hint, key=lambda h: (-h[1], h[0])):
+    rules = TagRules(inputs.tag_rules, inputs.units.values())
+    # Aged against the watermark, not the latest turn: the block changes only at compaction.
+    topics = [h for h in inputs.topic_hint if not rules.aged([h[0]], inputs.watermark)]
+    for tag, turns, description in sorted(
+        topics, key=lambda h: (-rules.priority([h[0]]), -h[1], h[0])
+    ):
         topic_lines.append(f"{tag} ({turns} turns)" + (f": {description}" if description else ""))
         if over():
             topic_lines.pop()
             topics_out.append(tag)
-    for unit in sorted(inputs.stable_summaries, key=lambda u: (u.start_position, u.key)):
+    summaries = [u for u in inputs.stable_summaries if not rules.aged(u.tags, inputs.watermark)]
+    for unit in sorted(summaries, key=lambda u: (-rules.priority(u.tags), u.start_position, u.key)):
         units.append(unit)
         if over():
             units.pop()
@@ -331,7 +342,8 @@ def _fitting_cut(start: int, suffix: list[int], unsafe: set[int], room: int) -> 
 
 
 def _candidates(inputs: PlanInputs, kept: set[int], stable_keys: set[str]) -> list[list[_Item]]:
-    """Per usable hit, in score order, its renderings in order of preference.
+    """Per usable hit, in tag-rule priority then score order, its renderings in
+    order of preference.
 
     A turn hit: verbatim, then the summary of the narrowest segment covering it."""
     roles = {turn.position: turn.role for turn in inputs.turns}
@@ -339,13 +351,18 @@ def _candidates(inputs: PlanInputs, kept: set[int], stable_keys: set[str]) -> li
         (u for u in inputs.units.values() if u.kind == "segment"),
         key=lambda u: (u.end_position - u.start_position, u.start_position),
     )
+    rules = TagRules(inputs.tag_rules, inputs.units.values())
+    now = inputs.turns[-1].position if inputs.turns else 0
     groups: list[list[_Item]] = []
+    priorities: list[int] = []
     for hit in inputs.scored:
         unit = inputs.units.get(hit.key)
         if unit is None or hit.key in stable_keys:
             continue
         if set(range(unit.start_position, unit.end_position + 1)) <= kept:
             continue  # already in the window
+        if rules and rules.aged(unit.tags, now):
+            continue  # a tag rule's time to live is over
         why = ", ".join(hit.why) or f"score {hit.score:.4f}"
         options = [_item(unit, hit, why, roles)]
         if unit.kind == "turn":
@@ -356,7 +373,10 @@ def _candidates(inputs: PlanInputs, kept: set[int], stable_keys: set[str]) -> li
             if cover is not None:
                 options.append(_item(cover, hit, f"summary for {unit.key}; {why}", roles))
         groups.append(options)
-    return groups
+        priorities.append(rules.priority(unit.tags) if rules else 0)
+    # The priority pass: hits on higher-priority tags first, score order within.
+    order = sorted(range(len(groups)), key=lambda i: -priorities[i])
+    return [groups[i] for i in order]
 
 
 def _item(unit: MemoryUnit, hit: Scored, why: str, roles: dict[int, str]) -> _Item:
@@ -387,7 +407,7 @@ def _recall_budget(
     share = int(inputs.recall_share * max(0, inputs.ceiling - inputs.fixed_tokens))
     if share >= room:
         return room
-    best = groups[0][0].score if groups else 0.0
+    best = max((options[0].score for options in groups), default=0.0)
     inside = _best_inside(inputs, kept)
     confident = 0.0 < inputs.recall_confident <= best
     reaches = 0.0 < inputs.recall_reach <= best and best >= REACH_RATIO * inside

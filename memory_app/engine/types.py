@@ -224,7 +224,8 @@ class PlanInputs:
     stable_share: float = 0.30  # the stable block: ≤ this × the room left by fixed_tokens
     recall_share: float = 1.0  # the volatile recall block (cache-aware): ≤ this × the room …
     recall_confident: float = 0.0  # … unless the best usable hit scores this much (0 = never)
-    recall_reach: float = 0.0  # … or scores this much and twice the window's best (0 = never)
+    recall_reach: float = 0.0  # … or scores this much and 1.5 × the window's best (0 = never)
+    tag_rules: list[tuple[str, int, int]] = field(default_factory=list)  # pattern, priority, ttl
 
 
 @dataclass(slots=True)

@@ -106,6 +106,7 @@ def payload_plan_for_request(
             recall_share=config.recall_share,
             recall_confident=config.recall_confidence * index.settings.top_score(),
             recall_reach=config.recall_reach * index.settings.top_score(),
+            tag_rules=[(r.pattern, r.priority, r.ttl_turns) for r in config.tag_rules],
         )
     )
     if waited is not None:
