@@ -176,3 +176,40 @@ def test_reposting_the_same_create_form_makes_no_second_key(logged_in, account):
     response = logged_in.post(reverse("keys"), form)
     assert response.status_code == 302
     assert VCKey.objects.filter(account=account).count() == 1
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8000",
+        "http://localhost:8000",
+        "http://10.1.2.3/v1",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::1]:8080",
+        "http://[::ffff:192.168.1.5]",
+    ],
+)
+def test_a_shared_deployment_refuses_upstreams_on_its_own_network(
+    logged_in, account, settings, url
+):
+    settings.VC_PRIVATE_UPSTREAMS = False
+    response = logged_in.post(
+        reverse("settings"), {"context_ceiling": "16000", "upstream_openai": url}
+    )
+    assert response.status_code == 200
+    assert "internal address" in response.context["form"].errors["upstream_openai"][0]
+    account.refresh_from_db()
+    assert account.upstream_for("openai") == ""
+
+
+def test_a_public_upstream_is_accepted_where_internal_ones_are_refused(
+    logged_in, account, settings
+):
+    settings.VC_PRIVATE_UPSTREAMS = False
+    response = logged_in.post(
+        reverse("settings"),
+        {"context_ceiling": "16000", "upstream_gemini": "https://93.184.216.34/gemini"},
+    )
+    assert response.status_code == 302
+    account.refresh_from_db()
+    assert account.upstream_for("gemini") == "https://93.184.216.34/gemini"

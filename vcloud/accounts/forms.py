@@ -18,6 +18,7 @@ from memory_app.config import (
 )
 from memory_app.errors import ConfigError
 from vcloud.accounts.models import Account
+from vcloud.accounts.upstreams import upstream_problem
 
 
 class SignUpForm(UserCreationForm):
@@ -78,6 +79,14 @@ class AccountSettingsForm(forms.ModelForm):
         if value < 1000:
             raise forms.ValidationError("The ceiling must be at least 1,000 tokens.")
         return value
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        for name in ("upstream_anthropic", "upstream_openai", "upstream_gemini"):
+            problem = upstream_problem(cleaned.get(name) or "")
+            if problem:
+                self.add_error(name, problem)
+        return cleaned
 
 
 # ------------------------------------------------------------- memory settings

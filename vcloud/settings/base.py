@@ -130,6 +130,9 @@ VC_UPSTREAM = {
     "openai": env_url("VC_UPSTREAM_OPENAI", "https://api.openai.com"),
     "gemini": env_url("VC_UPSTREAM_GEMINI", "https://generativelanguage.googleapis.com"),
 }
+# Accounts may point their upstreams at loopback/private addresses (a model
+# server on this machine). Production refuses them unless this is set.
+VC_PRIVATE_UPSTREAMS = env_bool("VC_PRIVATE_UPSTREAMS", True)
 VC_MAX_BODY_BYTES = env_int("VC_MAX_BODY_BYTES", 32 * 1024 * 1024, minimum=1024)
 # A request whose verbatim window is over the hard threshold waits this long at
 # most for the conversation's running memory job (compaction) before planning.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
-from vcloud.env import env_str
+from vcloud.env import env_bool, env_str
 
 for _name in ("SECRET_KEY", "DATABASE_URL", "REDIS_URL"):
     if not env_str(_name):
@@ -13,6 +13,8 @@ for _name in ("SECRET_KEY", "DATABASE_URL", "REDIS_URL"):
 from vcloud.settings.base import *  # noqa: E402,F403
 
 DEBUG = False
+# A shared deployment does not let accounts aim their upstreams at its own network.
+VC_PRIVATE_UPSTREAMS = env_bool("VC_PRIVATE_UPSTREAMS", False)
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
