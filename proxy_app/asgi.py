@@ -345,7 +345,12 @@ async def _answer(
         return reply
     try:
         body = await response.read()
-    except (TimeoutError, aiohttp.ClientError) as exc:
+    except TimeoutError as exc:
+        ctx.record.status = 504  # type: ignore[union-attr]
+        ctx.record.error = _join(ctx.record.error, "upstream body timed out")  # type: ignore[union-attr]
+        raise UpstreamTimeout("The upstream provider did not finish its answer in time.") from exc
+    except aiohttp.ClientError as exc:
+        ctx.record.status = 502  # type: ignore[union-attr]
         ctx.record.error = _join(ctx.record.error, f"upstream body broke: {exc}")  # type: ignore[union-attr]
         raise UpstreamUnreachable("The upstream response broke off.") from exc
     finally:

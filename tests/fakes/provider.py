@@ -79,7 +79,8 @@ wins, so a client in another process can drive the fake):
 
 - ``fail_next(status, body=None, times=1)`` / ``x-fake-status: 500``: answer
   with that status and the provider's error JSON (or ``body`` verbatim).
-- ``stream_delay`` / ``x-fake-delay: 0.2``: seconds slept before each delta.
+- ``stream_delay`` / ``x-fake-delay: 0.2``: seconds slept before each delta
+  (a reply that is not streamed: between its headers and its body).
 - ``break_stream_after = N`` / ``x-fake-break-after: 2``: after N deltas close
   the connection without the terminal events (an incomplete chunked body).
 - ``cached_tokens`` / ``x-fake-cached: 100``: cached input tokens in usage.
@@ -977,7 +978,7 @@ class FakeProvider:
         if isinstance(result, StreamReply):
             await self._stream_until_disconnect(receive, send, result, extra, knobs)
         else:
-            await _send_json(send, result, extra)
+            await _send_json(send, result, extra, knobs.delay)
 
     async def _stream_until_disconnect(
         self,
@@ -1120,11 +1121,15 @@ async def _wait_disconnect(receive: Receive) -> None:
         pass
 
 
-async def _send_json(send: Send, result: JsonReply, extra: list[tuple[bytes, bytes]]) -> None:
+async def _send_json(
+    send: Send, result: JsonReply, extra: list[tuple[bytes, bytes]], delay: float = 0.0
+) -> None:
     payload = result.payload
     body = payload if isinstance(payload, bytes) else orjson.dumps(payload)
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": result.status, "headers": headers + extra})
+    if delay > 0:
+        await asyncio.sleep(delay)
     await send({"type": "http.response.body", "body": body})
 
 
