@@ -237,6 +237,29 @@ def _request(
     return _endpoint(s.base_url, "chat/completions"), headers, body
 
 
+# (base URL, model) → chat-completions parameters that model refused. A cache
+# of the process: a new process finds out again with one refused call.
+_REFUSED: dict[tuple[str, str], frozenset[str]] = {}
+_ADAPTABLE = ("max_tokens", "temperature")
+
+
+def _refused_params(error: LLMError) -> set[str]:
+    """The adaptable parameters an OpenAI 400 says the model does not support."""
+    text = str(error)
+    if "nsupported" not in text:
+        return set()
+    return {name for name in _ADAPTABLE if f"'{name}'" in text}
+
+
+def _adapted(body: dict[str, Any], refused: frozenset[str]) -> dict[str, Any]:
+    if not refused:
+        return body
+    out = {k: v for k, v in body.items() if k not in refused}
+    if "max_tokens" in refused and "max_tokens" in body:
+        out["max_completion_tokens"] = body["max_tokens"]
+    return out
+
+
 def _usage(fmt: str, data: dict[str, Any]) -> _Usage:
     usage = data.get("usage")
     if not isinstance(usage, dict):
@@ -299,7 +322,7 @@ class LLMClient:
         started = time.perf_counter()
         usage = _Usage()
         try:
-            data = self._post(role, *_request(self.settings, system, prompt, max_tokens))
+            data = self._completion(role, *_request(self.settings, system, prompt, max_tokens))
             usage = _usage(fmt, data)
             text = _text(fmt, data)
             if text is None:
@@ -307,6 +330,25 @@ class LLMClient:
         finally:
             self._record(role, usage, (time.perf_counter() - started) * 1000)
         return text
+
+    def _completion(
+        self, role: str, url: str, headers: dict[str, str], body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``_post``, adapted to a model that refuses a parameter (OpenAI's
+        reasoning models: ``max_completion_tokens`` for ``max_tokens``, no
+        temperature). What a model refused is remembered for the process."""
+        model = (self.settings.base_url, self.settings.model)
+        for _ in range(len(_ADAPTABLE)):
+            known = _REFUSED.get(model, frozenset())
+            try:
+                return self._post(role, url, headers, _adapted(body, known))
+            except LLMError as exc:
+                refused = _refused_params(exc) if self.settings.format == "openai" else set()
+                if exc.status != 400 or not refused - known:
+                    raise
+                _REFUSED[model] = known | refused
+                log.info("%s refuses %s: sent without", self._where(role), sorted(refused))
+        return self._post(role, url, headers, _adapted(body, _REFUSED[model]))
 
     def _where(self, role: str) -> str:
         return f"{role} call to {self.settings.model} at {self.settings.host}"

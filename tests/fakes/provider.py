@@ -453,7 +453,37 @@ def _chat_tool_call(call: Call, reply: Reply, arguments: str) -> Json:
     return {"id": f"call_fake{call.n:08d}", "type": "function", "function": function}
 
 
+REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
+
+
+def _reasoning_refusal(body: Json) -> JsonReply | None:
+    """OpenAI's reasoning models refuse ``max_tokens`` (they take
+    ``max_completion_tokens``) and any temperature but the default 1."""
+    if not str(body.get("model") or "").startswith(REASONING_MODELS):
+        return None
+    if "max_tokens" in body:
+        message = (
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead."
+        )
+        param, code = "max_tokens", "unsupported_parameter"
+    elif body.get("temperature", 1) != 1:
+        message = (
+            f"Unsupported value: 'temperature' does not support {body['temperature']} with "
+            "this model. Only the default (1) value is supported."
+        )
+        param, code = "temperature", "unsupported_value"
+    else:
+        return None
+    payload = error_payload("openai", 400, message)
+    payload["error"] |= {"param": param, "code": code}
+    return JsonReply(payload, 400)
+
+
 def chat_completions(call: Call) -> Result:
+    refused = _reasoning_refusal(call.body)
+    if refused is not None:
+        return refused
     text, tool = _chat_ask(call.body)
     reply = make_reply(call, text, tool)
     if call.stream:

@@ -383,3 +383,31 @@ def test_complete_json_raises_on_a_reply_without_an_object(provider, fake, conve
         complete_json(client, role="tagger", system="JSON only.", prompt="Tag.", max_tokens=64)
 
     assert LLMCall.objects.count() == 1
+
+
+def test_a_reasoning_model_gets_max_completion_tokens_and_no_temperature(
+    provider, fake, conversation
+) -> None:
+    client = make_client(provider.url, conversation, model="gpt-5-mini")
+    fake.reply_text = JSON_REPLY
+    assert ask(client) == JSON_REPLY
+    # refused max_tokens, then temperature 0, then answered
+    sent = [r.json for r in fake.requests]
+    assert [("max_tokens" in b, "temperature" in b) for b in sent] == [
+        (True, True),
+        (False, True),
+        (False, False),
+    ]
+    assert sent[-1]["max_completion_tokens"] == 64
+    fake.requests.clear()
+    assert ask(client) == JSON_REPLY  # remembered: one request from now on
+    assert len(fake.requests) == 1
+    assert "max_tokens" not in fake.requests[0].json
+    assert LLMCall.objects.filter(conversation=conversation).count() == 2
+
+
+def test_a_model_taking_the_usual_parameters_keeps_them(provider, fake, conversation) -> None:
+    client = make_client(provider.url, conversation, model="gpt-4o-mini")
+    ask(client)
+    assert fake.requests[-1].json["max_tokens"] == 64
+    assert fake.requests[-1].json["temperature"] == 0
