@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from memory_app.locks import session_lock
 from memory_app.models import Conversation, RequestContext, Turn
 from proxy_app.bulk import bulk_insert
 from telemetry_app.models import Component, LLMCall, RequestLog
@@ -96,24 +97,33 @@ def conversation_find(*, account_id: int, conversation_id: int) -> ConversationR
 def conversation_for_session(
     *, account_id: int, key_id: int, session_id: str, format: str, model: str
 ) -> ConversationRow:
-    """The conversation of (account, client session id), created on first sight."""
-    found = (
+    """The conversation of (account, client session id), created on first sight
+    (under the session's lock: web workers racing on a new session id create
+    it once)."""
+    found = _session_conversation(account_id, session_id)
+    if found is None:
+        with session_lock(account_id, session_id):
+            found = _session_conversation(account_id, session_id)
+            if found is None:
+                conversation = Conversation.objects.create(
+                    account_id=account_id,
+                    vckey_id=key_id,
+                    session_id=session_id,
+                    format=format,
+                    model=model,
+                    title=session_id[:200],
+                )
+                return ConversationRow(conversation.pk, [])
+    return ConversationRow(found, conversation_hashes(found))
+
+
+def _session_conversation(account_id: int, session_id: str) -> int | None:
+    return (
         Conversation.objects.filter(account_id=account_id, session_id=session_id)
         .order_by("pk")
         .values_list("pk", flat=True)
         .first()
     )
-    if found is not None:
-        return ConversationRow(found, conversation_hashes(found))
-    conversation = Conversation.objects.create(
-        account_id=account_id,
-        vckey_id=key_id,
-        session_id=session_id,
-        format=format,
-        model=model,
-        title=session_id[:200],
-    )
-    return ConversationRow(conversation.pk, [])
 
 
 def conversation_for_fingerprint(

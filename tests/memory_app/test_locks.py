@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from memory_app.errors import LockTimeout
-from memory_app.locks import conversation_lock
+from memory_app.locks import conversation_lock, session_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,3 +40,60 @@ def test_a_held_lock_keeps_another_worker_out_until_released():
     after.start()
     after.join()
     assert result[-1] == "got it"
+
+
+def _try_session(account_id: int, session_id: str, result: list[str]) -> None:
+    from django.db import connection
+
+    try:
+        with session_lock(account_id, session_id, wait=0.3):
+            result.append("got it")
+    except LockTimeout:
+        result.append("timed out")
+    finally:
+        connection.close()
+
+
+def test_a_session_lock_is_per_account_and_session_id():
+    result: list[str] = []
+    with session_lock(7, "agent-1"):
+        for args in ((7, "agent-1"), (7, "agent-2"), (8, "agent-1")):
+            other = threading.Thread(target=_try_session, args=(*args, result))
+            other.start()
+            other.join()
+    assert result == ["timed out", "got it", "got it"]
+
+
+def test_racing_first_requests_of_a_session_make_one_conversation(account):
+    from django.db import connection
+
+    from memory_app.models import Conversation
+    from proxy_app.services import conversation_for_session
+    from tests import factories
+
+    key, _ = factories.vckey_for(account)
+    start = threading.Barrier(4)
+    found: list[int] = []
+
+    def first_request() -> None:
+        try:
+            start.wait()
+            row = conversation_for_session(
+                account_id=account.pk,
+                key_id=key.pk,
+                session_id="parallel-agent",
+                format="anthropic",
+                model="m",
+            )
+            found.append(row.id)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=first_request) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(found) == 4
+    assert len(set(found)) == 1
+    assert Conversation.objects.filter(account=account, session_id="parallel-agent").count() == 1
