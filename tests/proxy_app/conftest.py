@@ -47,22 +47,35 @@ def fake_provider() -> Iterator[RunningFake]:
     running.stop()
 
 
-@pytest.fixture(scope="session")
-def proxy_server(
-    django_db_setup: Any, django_db_blocker: Any, fake_provider: RunningFake, tmp_path_factory: Any
-) -> Iterator[Server]:
+def proxy_server_start(
+    django_db_blocker: Any, fake_provider: RunningFake, data_dir: Any, **env: str
+) -> Server:
+    """A server process on the test database, every provider format sent to the
+    fake provider, the hashing embedder, its own Celery queue; ``env`` on top."""
     with django_db_blocker.unblock():
         url = _database_url()
-    server = start_server(
-        tmp_path_factory.mktemp("proxy-server"),
+    return start_server(
+        data_dir,
         DATABASE_URL=url,
         VC_UPSTREAM_ANTHROPIC=fake_provider.url,
         VC_UPSTREAM_OPENAI=fake_provider.url,
         VC_UPSTREAM_GEMINI=fake_provider.url,
-        VC_FAULT_INJECTION="1",
-        VC_MAX_BODY_BYTES="1048576",
         VC_EMBEDDER="hashing",
         VC_CELERY_QUEUE=f"vc-test-{uuid.uuid4().hex[:12]}",
+        **env,
+    )
+
+
+@pytest.fixture(scope="session")
+def proxy_server(
+    django_db_setup: Any, django_db_blocker: Any, fake_provider: RunningFake, tmp_path_factory: Any
+) -> Iterator[Server]:
+    server = proxy_server_start(
+        django_db_blocker,
+        fake_provider,
+        tmp_path_factory.mktemp("proxy-server"),
+        VC_FAULT_INJECTION="1",
+        VC_MAX_BODY_BYTES="1048576",
     )
     # Scaled mode: background work goes through Redis to a real worker.
     worker = start_worker(server) if settings.REDIS_URL else None

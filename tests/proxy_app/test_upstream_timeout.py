@@ -5,7 +5,6 @@ own error shape (not a 502: the provider was reached, it was slow)."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,8 +13,8 @@ import pytest
 
 from telemetry_app.models import RequestLog
 from tests.fakes.provider import FakeProvider, RunningFake
-from tests.proxy_app.conftest import ANTHROPIC_SECRET, ProxyKey, _database_url
-from tests.support.server import Server, start_server
+from tests.proxy_app.conftest import ANTHROPIC_SECRET, ProxyKey, proxy_server_start
+from tests.support.server import Server
 
 pytestmark = pytest.mark.usefixtures("orm")
 
@@ -25,15 +24,11 @@ def impatient_server(
     django_db_setup: Any, django_db_blocker: Any, fake_provider: RunningFake, tmp_path_factory: Any
 ) -> Iterator[Server]:
     """A second server on the same database whose upstream read timeout is 1 s."""
-    with django_db_blocker.unblock():
-        url = _database_url()
-    server = start_server(
+    server = proxy_server_start(
+        django_db_blocker,
+        fake_provider,
         tmp_path_factory.mktemp("impatient-server"),
-        DATABASE_URL=url,
-        VC_UPSTREAM_ANTHROPIC=fake_provider.url,
         VC_UPSTREAM_READ_TIMEOUT="1",
-        VC_EMBEDDER="hashing",
-        VC_CELERY_QUEUE=f"vc-test-{uuid.uuid4().hex[:12]}",
     )
     yield server
     server.stop()
