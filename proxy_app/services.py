@@ -223,7 +223,10 @@ def _client_prefixes(records: list[ExchangeRecord]) -> dict[str, int]:
     only grew (a client resends its whole history), nothing after an edit."""
     ids = {r.conversation_id for r in records if r.conversation_id is not None and r.ledger}
     latest = (
-        RequestLog.objects.filter(conversation_id__in=ids, status__lt=400, model__gt="")
+        RequestLog.objects.filter(
+            conversation_id__in=ids, status__gte=200, status__lt=400, model__gt=""
+        )
+        .order_by()
         .values("conversation_id")
         .annotate(last=Max("id"))
         .values_list("last", flat=True)
@@ -240,7 +243,7 @@ def _client_prefixes(records: list[ExchangeRecord]) -> dict[str, int]:
         before = previous.get(record.conversation_id, 0)
         if record.replaced_from is None:
             shared[record.request_id] = min(before, record.client_tokens)
-        if record.status < 400 and record.model:
+        if 200 <= record.status < 400 and record.model:  # it reached the provider
             previous[record.conversation_id] = record.client_tokens
     return shared
 
