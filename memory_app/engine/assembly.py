@@ -11,11 +11,13 @@ keeps the provider's prompt cache warm"):
   caller attaches to the latest user turn. Everything together stays within
   ``ceiling``; ``tokens_by_part`` says how it was spent.
 - ``stable_block`` is a pure function of ``topic_hint``, ``stable_summaries``,
-  ``ceiling``, ``fixed_tokens`` and ``count``: topics sorted by turn count then
+  ``ceiling``, ``fixed_tokens``, ``count``, ``tag_rules`` and ``watermark``
+  (for the rules' time to live): topics sorted by turn count then
   name, summaries in conversation order, nothing from this message. Two
   requests between compactions get it byte for byte. It takes at most
-  ``stable_share`` of the room left by ``fixed_tokens``; what does not fit
-  is left out (greedily, in that order) and listed in ``stable_left_out``;
+  ``stable_share`` of the room left by ``fixed_tokens``: topics fill up to
+  half of it, then tag summaries, then the topics that did not fit yet; what
+  does not fit is left out (greedily) and listed in ``stable_left_out``;
   one line of ``reasons`` counts what went in and what was left out.
 - The kept history is one contiguous verbatim window from the watermark to the
   last turn. It opens with a user message (not a tool result): a watermark
@@ -184,31 +186,48 @@ def _stable_parts(inputs: PlanInputs, plan: PayloadPlan) -> tuple[list[MemoryUni
     topics_out: list[str] = []
     summaries_out: list[str] = []
 
-    def over() -> bool:
+    def over(limit: int) -> bool:
         lines = _stable_lines(topic_lines, units)
-        return inputs.count(_render_context(lines, [])) > cap
+        return inputs.count(_render_context(lines, [])) > limit
 
     rules = TagRules(inputs.tag_rules, inputs.units.values())
     # Aged against the watermark, not the latest turn: the block changes only at compaction.
-    topics = [h for h in inputs.topic_hint if not rules.aged([h[0]], inputs.watermark)]
-    for tag, turns, description in sorted(
-        topics, key=lambda h: (-rules.priority([h[0]]), -h[1], h[0])
-    ):
-        topic_lines.append(f"{tag} ({turns} turns)" + (f": {description}" if description else ""))
-        if over():
+    topics = sorted(
+        (h for h in inputs.topic_hint if not rules.aged([h[0]], inputs.watermark)),
+        key=lambda h: (-rules.priority([h[0]]), -h[1], h[0]),
+    )
+    summaries = sorted(
+        (u for u in inputs.stable_summaries if not rules.aged(u.tags, inputs.watermark)),
+        key=lambda u: (-rules.priority(u.tags), u.start_position, u.key),
+    )
+    # Topics take up to half the share, so that tag summaries (content, not
+    # just names) get room too; topics that did not fit then take what is left.
+    waiting: list[tuple[str, int, str]] = []
+    for topic in topics:
+        topic_lines.append(_topic_line(topic))
+        if over(cap // 2):
             topic_lines.pop()
-            topics_out.append(tag)
-    summaries = [u for u in inputs.stable_summaries if not rules.aged(u.tags, inputs.watermark)]
-    for unit in sorted(summaries, key=lambda u: (-rules.priority(u.tags), u.start_position, u.key)):
+            waiting.append(topic)
+    for unit in summaries:
         units.append(unit)
-        if over():
+        if over(cap):
             units.pop()
             summaries_out.append(unit.key)
+    for topic in waiting:
+        topic_lines.append(_topic_line(topic))
+        if over(cap):
+            topic_lines.pop()
+            topics_out.append(topic[0])
     plan.stable_left_out = [*topics_out, *summaries_out]
     plan.reasons.append(
         _stable_reason(len(topic_lines), len(units), len(topics_out), len(summaries_out))
     )
     return units, _stable_lines(topic_lines, units)
+
+
+def _topic_line(topic: tuple[str, int, str]) -> str:
+    tag, turns, description = topic
+    return f"{tag} ({turns} turns)" + (f": {description}" if description else "")
 
 
 def _stable_reason(topics: int, summaries: int, topics_out: int, summaries_out: int) -> str:

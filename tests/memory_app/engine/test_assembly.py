@@ -491,3 +491,16 @@ def test_a_message_going_on_with_the_window_keeps_the_share() -> None:
     # and outside matches under the reach threshold never lift
     plan = plan_payload(_reach_request(outside=0.015, inside=0.0))
     assert len(plan.recalled) < 10
+
+
+def test_topics_leave_half_the_stable_share_to_tag_summaries() -> None:
+    topics = [(f"topic{i:02d}", 40 - i, "about a thing worth a few words") for i in range(40)]
+    summary = tag_summary("travel", "Went to Lisbon in May and to Porto in June.")
+    request = compacted_request("q", [], topic_hint=topics, stable_summaries=[summary])
+    plan = plan_payload(request)  # a share of 0.30 × 900: far from all 40 topics
+    assert "Went to Lisbon in May" in plan.stable_block
+    assert "topic00 (40 turns)" in plan.stable_block  # the most discussed come first
+    left = [name for name in plan.stable_left_out if name.startswith("topic")]
+    assert left
+    assert left == sorted(left)  # what did not fit: the least discussed
+    assert "g:travel" not in plan.stable_left_out
