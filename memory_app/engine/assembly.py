@@ -445,10 +445,14 @@ def _recall_budget(
 
 
 def _best_inside(inputs: PlanInputs, kept: set[int]) -> float:
-    """The best score of a hit on a turn of the kept window (``scored`` is best first)."""
+    """The best score of a hit on a turn of the kept window (``scored`` is best
+    first), the new message itself left out should it be stored already."""
+    latest = inputs.turns[-1].position if inputs.turns else -1
     for hit in inputs.scored:
         unit = inputs.units.get(hit.key)
-        if unit is not None and unit.kind == "turn" and unit.start_position in kept:
+        if unit is None or unit.kind != "turn" or unit.start_position == latest:
+            continue
+        if unit.start_position in kept:
             return hit.score
     return 0.0
 

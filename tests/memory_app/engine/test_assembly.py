@@ -504,3 +504,13 @@ def test_topics_leave_half_the_stable_share_to_tag_summaries() -> None:
     assert left
     assert left == sorted(left)  # what did not fit: the least discussed
     assert "g:travel" not in plan.stable_left_out
+
+
+def test_the_new_message_does_not_count_as_the_window_matching_itself() -> None:
+    # the latest turn (20) already stored and scored as the best hit: it is the
+    # message, not the window going on with it
+    request = _reach_request(outside=0.025, inside=0.0)
+    request.units["t:20"] = turn_unit(20)
+    request.scored.insert(0, Scored(key="t:20", score=0.05))
+    plan = plan_payload(request)
+    assert len(plan.recalled) == 10
