@@ -18,8 +18,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import date
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
@@ -48,6 +49,7 @@ from memory_app.services.jobs import pending_jobs
 from proxy_app.formats.types import Exchange
 
 _CACHE_MAX = 64
+Built = TypeVar("Built")
 HARD_WAIT_POLL = 0.1
 _indexes: OrderedDict[tuple[Any, ...], tuple[RetrievalIndex, list[MemoryUnit], Any]] = OrderedDict()
 _hints: OrderedDict[tuple[Any, ...], list[tuple[str, int, str]]] = OrderedDict()
@@ -291,16 +293,21 @@ def conversation_index(
 ) -> tuple[RetrievalIndex, list[MemoryUnit], Any]:
     """The conversation's retrieval index (cached until its memory changes),
     its units, and its tag vocabulary's (names, vectors)."""
-    key = state or _state_key(conversation)
+    return _cached(_indexes, state or _state_key(conversation), lambda: _index_build(conversation))
+
+
+def _cached(store: OrderedDict[Any, Built], key: Any, build: Callable[[], Built]) -> Built:
+    """``store[key]``, built (outside the lock) when missing; the least recently
+    used entries go past ``_CACHE_MAX``."""
     with _lock:
-        if key in _indexes:
-            _indexes.move_to_end(key)
-            return _indexes[key]
-    built = _index_build(conversation)
+        if key in store:
+            store.move_to_end(key)
+            return store[key]
+    built = build()
     with _lock:
-        _indexes[key] = built
-        while len(_indexes) > _CACHE_MAX:
-            _indexes.popitem(last=False)
+        store[key] = built
+        while len(store) > _CACHE_MAX:
+            store.popitem(last=False)
     return built
 
 
@@ -395,15 +402,7 @@ def _topic_hint_cached(
     conversation: Conversation, state: tuple[Any, ...]
 ) -> list[tuple[str, int, str]]:
     """``_topic_hint``, kept per conversation state like the index."""
-    with _lock:
-        found = _hints.get(state)
-    if found is None:
-        found = _topic_hint(conversation)
-        with _lock:
-            _hints[state] = found
-            while len(_hints) > _CACHE_MAX:
-                _hints.popitem(last=False)
-    return found
+    return _cached(_hints, state, lambda: _topic_hint(conversation))
 
 
 def _topic_hint(conversation: Conversation) -> list[tuple[str, int, str]]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import pytest
 
@@ -12,53 +14,50 @@ from memory_app.locks import conversation_lock, session_lock
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _try(conversation_id: int, result: list[str]) -> None:
+def _try(lock: Callable[[], AbstractContextManager[None]], result: list[str]) -> None:
+    """Take ``lock()`` from another thread's point of view: got it, or timed out."""
     from django.db import connection
 
     try:
-        with conversation_lock(conversation_id, wait=0.3):
+        with lock():
             result.append("got it")
     except LockTimeout:
         result.append("timed out")
     finally:
         connection.close()
+
+
+def _conversation(conversation_id: int) -> Callable[[], AbstractContextManager[None]]:
+    return lambda: conversation_lock(conversation_id, wait=0.3)
+
+
+def _session(account_id: int, session_id: str) -> Callable[[], AbstractContextManager[None]]:
+    return lambda: session_lock(account_id, session_id, wait=0.3)
 
 
 def test_a_held_lock_keeps_another_worker_out_until_released():
     result: list[str] = []
     with conversation_lock(41):
-        other = threading.Thread(target=_try, args=(41, result))
+        other = threading.Thread(target=_try, args=(_conversation(41), result))
         other.start()
         other.join()
         assert result == ["timed out"]
         # A different conversation is not blocked.
-        free = threading.Thread(target=_try, args=(42, result))
+        free = threading.Thread(target=_try, args=(_conversation(42), result))
         free.start()
         free.join()
         assert result == ["timed out", "got it"]
-    after = threading.Thread(target=_try, args=(41, result))
+    after = threading.Thread(target=_try, args=(_conversation(41), result))
     after.start()
     after.join()
     assert result[-1] == "got it"
-
-
-def _try_session(account_id: int, session_id: str, result: list[str]) -> None:
-    from django.db import connection
-
-    try:
-        with session_lock(account_id, session_id, wait=0.3):
-            result.append("got it")
-    except LockTimeout:
-        result.append("timed out")
-    finally:
-        connection.close()
 
 
 def test_a_session_lock_is_per_account_and_session_id():
     result: list[str] = []
     with session_lock(7, "agent-1"):
         for args in ((7, "agent-1"), (7, "agent-2"), (8, "agent-1")):
-            other = threading.Thread(target=_try_session, args=(*args, result))
+            other = threading.Thread(target=_try, args=(_session(*args), result))
             other.start()
             other.join()
     assert result == ["timed out", "got it", "got it"]
